@@ -1,0 +1,40 @@
+# oce — make help lists every target.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin
+TEST_TIMEOUT ?= 45m
+
+.PHONY: help build test test-short bench lint fuzz runtimes demo clean
+
+help: ## list every target
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build every binary into bin/
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+runtimes: ## install the pinned Node, OpenClaw, Codex and tini into the shared cache
+	@bash scripts/runtimes.sh >/dev/null
+
+test: runtimes ## run every test (real runtimes, in loopback-only namespaces)
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+test-short: ## unit tests only (no real runtimes)
+	$(GO) test -count=1 -short ./...
+
+bench: runtimes ## run the benchmarks that docs/PERFORMANCE.md reports
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+fuzz: ## run each fuzz target for FUZZTIME (default 30s)
+	@bash scripts/fuzz.sh $${FUZZTIME:-30s}
+
+demo: build runtimes ## quickstart: start oce on the embedded default and deploy an Agent
+	@bash scripts/demo.sh
+
+clean: ## remove built binaries
+	rm -rf $(BIN)

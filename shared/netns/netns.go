@@ -1,0 +1,224 @@
+// Package netns runs oce's tests and demos that start real OpenClaw or Codex
+// inside a network namespace that has only loopback, so no traffic can leave
+// 127.0.0.0/8. It fails loudly when isolation is impossible; it never falls
+// back to the host network.
+package netns
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// envIsolated marks a process that already runs inside the isolated namespaces.
+const envIsolated = "OCE_NETNS_ISOLATED"
+
+// ErrNotIsolated reports a process that is not in a loopback-only namespace.
+var ErrNotIsolated = errors.New("netns: not in a loopback-only network namespace")
+
+// Options select what is isolated besides the network.
+type Options struct {
+	// PrivateTmp mounts a fresh tmpfs over /tmp inside a private mount
+	// namespace (the OpenClaw gateway writes fixed /tmp paths).
+	PrivateTmp bool
+}
+
+// Runner is what a TestMain hands over: *testing.M satisfies it.
+type Runner interface{ Run() int }
+
+// Main runs m inside a loopback-only network namespace. Called from TestMain,
+// it re-executes the test binary in new network and mount namespaces (a user
+// namespace too when not root), brings loopback up, optionally mounts a
+// private /tmp, verifies the result and only then runs the tests. It never
+// returns: it exits with the tests' status, or 1 with a clear message when
+// isolation is impossible.
+func Main(m Runner, opts Options) {
+	if os.Getenv(envIsolated) != "1" {
+		os.Exit(reexec(opts))
+	}
+	if err := setupInside(opts); err != nil {
+		fmt.Fprintf(os.Stderr, "netns: cannot isolate the test binary: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// Isolated reports whether the current process sees only the loopback
+// interface, and that it is up.
+func Isolated() error {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return fmt.Errorf("netns: list interfaces: %w", err)
+	}
+	for _, i := range ifs {
+		if i.Name != "lo" {
+			return fmt.Errorf("%w: interface %q is present", ErrNotIsolated, i.Name)
+		}
+		if i.Flags&net.FlagUp == 0 {
+			return fmt.Errorf("%w: loopback is down", ErrNotIsolated)
+		}
+	}
+	if len(ifs) == 0 {
+		return fmt.Errorf("%w: no loopback interface", ErrNotIsolated)
+	}
+	return nil
+}
+
+func reexec(opts Options) int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "netns: find test binary: %v\n", err)
+		return 1
+	}
+	cmd := exec.Command(exe, os.Args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), envIsolated+"=1")
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		fmt.Fprintf(os.Stderr, "netns: cannot create a loopback-only network namespace: %v\n"+
+			"netns: run as root, or enable unprivileged user namespaces (kernel.unprivileged_userns_clone=1)\n", err)
+		return 1
+	}
+	return 0
+}
+
+func sysProcAttr() *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
+	if os.Geteuid() != 0 {
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
+	return attr
+}
+
+func setupInside(opts Options) error {
+	if err := LoopbackUp(); err != nil {
+		return err
+	}
+	if opts.PrivateTmp {
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return fmt.Errorf("make mounts private: %w", err)
+		}
+		if err := privateTmp(); err != nil {
+			return err
+		}
+	}
+	return Isolated()
+}
+
+// privateTmp mounts a fresh tmpfs over /tmp and binds back only the host /tmp
+// entries this process itself depends on: the directory of its executable and
+// any /tmp path in its arguments (go test keeps its build dir and test log
+// there).
+func privateTmp() error {
+	old, err := unix.Open("/tmp", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open /tmp: %w", err)
+	}
+	defer unix.Close(old)
+	if err := unix.Mount("tmpfs", "/tmp", "tmpfs", 0, "mode=1777"); err != nil {
+		return fmt.Errorf("mount private /tmp: %w", err)
+	}
+	for _, top := range hostTmpKeep() {
+		dst := "/tmp/" + top
+		if err := os.MkdirAll(dst, 0o700); err != nil {
+			return fmt.Errorf("keep %s: %w", dst, err)
+		}
+		src := fmt.Sprintf("/proc/self/fd/%d/%s", old, top)
+		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s back: %w", dst, err)
+		}
+	}
+	return nil
+}
+
+// hostTmpKeep lists the first path components under /tmp that this process
+// names in its executable path or arguments.
+func hostTmpKeep() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(p string) {
+		if i := strings.Index(p, "/tmp/"); i >= 0 {
+			rest := p[i+len("/tmp/"):]
+			if j := strings.IndexByte(rest, '/'); j >= 0 {
+				rest = rest[:j]
+			}
+			if rest != "" && !seen[rest] && strings.HasPrefix(p[i:], "/tmp/") && (i == 0 || p[i-1] == '=') {
+				seen[rest] = true
+				out = append(out, rest)
+			}
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		add(exe)
+	}
+	for _, a := range os.Args {
+		add(a)
+	}
+	return out
+}
+
+// LoopbackUp brings the loopback interface of the current network namespace up.
+func LoopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("netns: socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("netns: ifreq: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("netns: get loopback flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("netns: bring loopback up: %w", err)
+	}
+	return nil
+}
+
+// Command returns a command that runs name with args in its own
+// loopback-only network namespace (and a private /tmp when asked), through
+// util-linux unshare. The caller can reach it only from inside the same
+// namespace, so most tests use Main instead and start commands plainly.
+func Command(opts Options, name string, args ...string) (*exec.Cmd, error) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		return nil, fmt.Errorf("netns: unshare not found: %w", err)
+	}
+	flags := []string{"--net", "--mount", "--propagation", "private"}
+	if os.Geteuid() != 0 {
+		flags = append(flags, "--map-root-user")
+	}
+	script := "ip link set lo up"
+	if opts.PrivateTmp {
+		script += " && mount -t tmpfs -o mode=1777 tmpfs /tmp"
+	}
+	script += ` && exec "$0" "$@"`
+	argv := append(flags, "--", "/bin/sh", "-c", script, name)
+	argv = append(argv, args...)
+	cmd := exec.Command(unshare, argv...)
+	return cmd, nil
+}
+
+// Describe names the isolation in one line for logs.
+func Describe(opts Options) string {
+	parts := []string{"loopback-only network namespace"}
+	if opts.PrivateTmp {
+		parts = append(parts, "private /tmp")
+	}
+	return strings.Join(parts, ", ")
+}

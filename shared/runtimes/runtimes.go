@@ -1,0 +1,123 @@
+// Package runtimes locates the pinned native runtimes (Node + OpenClaw,
+// Codex, tini) that scripts/runtimes.sh installs into the shared cache, and
+// installs them when they are missing.
+package runtimes
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Pinned versions; scripts/runtimes.sh carries the same numbers.
+const (
+	NodeVersion     = "26.10.0"
+	OpenClawVersion = "2026.9.6"
+	CodexVersion    = "0.169.0"
+)
+
+// ErrMissing reports runtimes that are not installed and could not be.
+var ErrMissing = errors.New("runtimes: pinned runtimes are not installed")
+
+// Paths are the executables of the installed runtimes.
+type Paths struct {
+	Node        string // node binary
+	OpenClawMJS string // openclaw.mjs, run as Node <OpenClawMJS> …
+	Codex       string // native codex binary
+	Tini        string // /usr/bin/tini
+}
+
+// OpenClawCommand returns argv for running the openclaw CLI with args.
+func (p Paths) OpenClawCommand(args ...string) []string {
+	return append([]string{p.Node, p.OpenClawMJS}, args...)
+}
+
+// CacheDir is ${XDG_CACHE_HOME:-$HOME/.cache}/oce.
+func CacheDir() string {
+	if x := os.Getenv("XDG_CACHE_HOME"); x != "" {
+		return filepath.Join(x, "oce")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "oce")
+}
+
+func manifestPath() string {
+	return filepath.Join(CacheDir(), "runtimes",
+		fmt.Sprintf("manifest-%s-%s-%s.env", NodeVersion, OpenClawVersion, CodexVersion))
+}
+
+// Load reads the manifest scripts/runtimes.sh wrote and checks every file.
+func Load() (Paths, error) {
+	f, err := os.Open(manifestPath())
+	if err != nil {
+		return Paths{}, fmt.Errorf("%w: %v (run make runtimes)", ErrMissing, err)
+	}
+	defer f.Close()
+	vals := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), "=")
+		if ok {
+			vals[k] = v
+		}
+	}
+	p := Paths{Node: vals["OCE_NODE"], OpenClawMJS: vals["OCE_OPENCLAW_MJS"], Codex: vals["OCE_CODEX"], Tini: vals["OCE_TINI"]}
+	for name, file := range map[string]string{"node": p.Node, "openclaw": p.OpenClawMJS, "codex": p.Codex, "tini": p.Tini} {
+		if file == "" {
+			return Paths{}, fmt.Errorf("%w: manifest names no %s", ErrMissing, name)
+		}
+		if _, err := os.Stat(file); err != nil {
+			return Paths{}, fmt.Errorf("%w: %s: %v", ErrMissing, name, err)
+		}
+	}
+	return p, nil
+}
+
+var ensureMu sync.Mutex
+
+// Ensure returns the runtime paths, running scripts/runtimes.sh (found by
+// walking up from the working directory to go.mod) when they are missing.
+func Ensure(ctx context.Context) (Paths, error) {
+	ensureMu.Lock()
+	defer ensureMu.Unlock()
+	if p, err := Load(); err == nil {
+		return p, nil
+	}
+	script, err := findScript()
+	if err != nil {
+		return Paths{}, err
+	}
+	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return Paths{}, fmt.Errorf("%w: %s failed: %v", ErrMissing, script, err)
+	}
+	return Load()
+}
+
+func findScript() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			s := filepath.Join(dir, "scripts", "runtimes.sh")
+			if _, err := os.Stat(s); err != nil {
+				return "", fmt.Errorf("%w: %s: %v", ErrMissing, s, err)
+			}
+			return s, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("%w: no go.mod above the working directory", ErrMissing)
+		}
+		dir = parent
+	}
+}
