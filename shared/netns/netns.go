@@ -32,21 +32,65 @@ type Options struct {
 // Runner is what a TestMain hands over: *testing.M satisfies it.
 type Runner interface{ Run() int }
 
-// Main runs m inside a loopback-only network namespace. Called from TestMain,
+// Main runs m inside a loopback-only network namespace (and a PID namespace
+// whose init reaps orphans and takes every leftover process down with it).
+// Called from TestMain,
 // it re-executes the test binary in new network and mount namespaces (a user
 // namespace too when not root), brings loopback up, optionally mounts a
 // private /tmp, verifies the result and only then runs the tests. It never
 // returns: it exits with the tests' status, or 1 with a clear message when
 // isolation is impossible.
 func Main(m Runner, opts Options) {
-	if os.Getenv(envIsolated) != "1" {
+	switch os.Getenv(envIsolated) {
+	case "":
 		os.Exit(reexec(opts))
+	case "init":
+		os.Exit(initMain(opts))
 	}
-	if err := setupInside(opts); err != nil {
+	if err := Isolated(); err != nil {
 		fmt.Fprintf(os.Stderr, "netns: cannot isolate the test binary: %v\n", err)
 		os.Exit(1)
 	}
 	os.Exit(m.Run())
+}
+
+// initMain runs as PID 1 of the new PID namespace: it sets up loopback, /proc
+// and /tmp, starts the test binary as its child, reaps every orphan, and
+// exits with the child's status — at which point the kernel kills whatever
+// the tests left behind in the namespace.
+func initMain(opts Options) int {
+	if err := setupInside(opts); err != nil {
+		fmt.Fprintf(os.Stderr, "netns: cannot isolate the test binary: %v\n", err)
+		return 1
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "netns: find test binary: %v\n", err)
+		return 1
+	}
+	env := append(withoutEnv(os.Environ(), envIsolated), envIsolated+"=1")
+	pid, err := syscall.ForkExec(exe, os.Args, &syscall.ProcAttr{Env: env,
+		Files: []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd()}})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "netns: start test binary: %v\n", err)
+		return 1
+	}
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return 1
+		}
+		if got == pid {
+			if ws.Signaled() {
+				return 128 + int(ws.Signal())
+			}
+			return ws.ExitStatus()
+		}
+	}
 }
 
 // Isolated reports whether the current process sees only the loopback
@@ -78,7 +122,7 @@ func reexec(opts Options) int {
 	}
 	cmd := exec.Command(exe, os.Args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), envIsolated+"=1")
+	cmd.Env = append(withoutEnv(os.Environ(), envIsolated), envIsolated+"=init")
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Run(); err != nil {
 		var exit *exec.ExitError
@@ -93,7 +137,8 @@ func reexec(opts Options) int {
 }
 
 func sysProcAttr() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID,
+		Pdeathsig: syscall.SIGKILL}
 	if os.Geteuid() != 0 {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
@@ -106,10 +151,14 @@ func setupInside(opts Options) error {
 	if err := LoopbackUp(); err != nil {
 		return err
 	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	// A /proc of the new PID namespace, so /proc/<pid> names our children.
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
 	if opts.PrivateTmp {
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			return fmt.Errorf("make mounts private: %w", err)
-		}
 		if err := privateTmp(); err != nil {
 			return err
 		}
@@ -132,10 +181,19 @@ func privateTmp() error {
 	}
 	for _, top := range hostTmpKeep() {
 		dst := "/tmp/" + top
-		if err := os.MkdirAll(dst, 0o700); err != nil {
+		src := fmt.Sprintf("/proc/self/fd/%d/%s", old, top)
+		st, err := os.Stat(src)
+		if err != nil {
+			continue // named in an argument but not (yet) there
+		}
+		if st.IsDir() {
+			err = os.MkdirAll(dst, 0o700)
+		} else {
+			err = os.WriteFile(dst, nil, 0o600)
+		}
+		if err != nil {
 			return fmt.Errorf("keep %s: %w", dst, err)
 		}
-		src := fmt.Sprintf("/proc/self/fd/%d/%s", old, top)
 		if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("bind %s back: %w", dst, err)
 		}
@@ -221,4 +279,14 @@ func Describe(opts Options) string {
 		parts = append(parts, "private /tmp")
 	}
 	return strings.Join(parts, ", ")
+}
+
+func withoutEnv(env []string, key string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -67,3 +67,11 @@ func TestCommandWrapsUnshare(t *testing.T) {
 	require.Contains(t, cmd.Args, "--net")
 	require.Contains(t, cmd.Args, "/bin/true")
 }
+
+func TestPIDNamespace(t *testing.T) {
+	// the test binary runs under the reaping init, PID 1 of its namespace
+	require.Equal(t, 1, os.Getppid())
+	b, err := os.ReadFile("/proc/1/cmdline")
+	require.NoError(t, err)
+	require.NotEmpty(t, b)
+}
