@@ -1,0 +1,197 @@
+// Package state is the coordinator's replicated state machine: the entities
+// (Namespaces, Configurations, Agents, immutable AgentRevisions, revision
+// work, predecessor-stop records, the audit log) and the commands that change
+// them. Every mutation is one Command in one Raft log entry. Apply never reads
+// the clock or a random source: the leader stamps times, lease expiries and
+// ids into the command, so applying the same log twice yields identical state.
+package state
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Execution modes of an Agent.
+const (
+	ModeEmbedded  = "embedded"
+	ModeDedicated = "dedicated"
+)
+
+// Harness ids.
+const (
+	HarnessOpenClaw = "openclaw"
+	HarnessCodex    = "codex"
+)
+
+// Namespace is a tenant boundary.
+type Namespace struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Configuration is a native OpenClaw configuration document. Every update
+// increments Generation.
+type Configuration struct {
+	ID          string          `json:"id"`
+	NamespaceID string          `json:"namespaceId"`
+	Name        string          `json:"name"`
+	Generation  int64           `json:"generation"`
+	Document    json.RawMessage `json:"document"`
+	CreatedAt   time.Time       `json:"createdAt"`
+	UpdatedAt   time.Time       `json:"updatedAt"`
+}
+
+// HarnessAuth is the Agent's model-auth binding. It names a credential
+// source; it never holds secret bytes.
+type HarnessAuth struct {
+	Method         string `json:"method"`                   // api_key | codex_pat | chatgpt_service_account | credential_source | runtime
+	CredentialKind string `json:"credentialKind,omitempty"` // secret | service_account | credential_gateway
+	SourceRef      string `json:"sourceRef,omitempty"`      // opaque reference, e.g. secret://ns/name#key
+}
+
+// Agent is the stable, user-configured resource.
+type Agent struct {
+	ID               string       `json:"id"`
+	NamespaceID      string       `json:"namespaceId"`
+	Name             string       `json:"name"`
+	ExecutionMode    string       `json:"executionMode"`
+	ConfigurationID  string       `json:"configurationId"`
+	HarnessAuth      *HarnessAuth `json:"harnessAuth,omitempty"`
+	ComputeID        string       `json:"computeId"`
+	Plugins          []string     `json:"plugins,omitempty"`
+	ActiveRevisionID string       `json:"activeRevisionId,omitempty"`
+	RevisionCount    int64        `json:"revisionCount"`
+	Deleting         bool         `json:"deleting,omitempty"`
+	CreatedAt        time.Time    `json:"createdAt"`
+	UpdatedAt        time.Time    `json:"updatedAt"`
+}
+
+// HarnessIdentity is the server-approved harness a revision runs.
+type HarnessIdentity struct {
+	ID      string `json:"id"`      // openclaw | codex
+	Version string `json:"version"` // pinned runtime version
+}
+
+// Revision status values.
+const (
+	RevisionPending    = "pending"
+	RevisionActive     = "active"
+	RevisionFailed     = "failed"
+	RevisionSuperseded = "superseded"
+	RevisionRetired    = "retired"
+	RevisionStopped    = "stopped"
+)
+
+// Revision is an immutable AgentRevision once admitted; only Status,
+// FailureCode and FailureDetail change afterwards.
+type Revision struct {
+	ID                      string          `json:"id"`
+	AgentID                 string          `json:"agentId"`
+	NamespaceID             string          `json:"namespaceId"`
+	Number                  int64           `json:"number"`
+	Document                json.RawMessage `json:"document"` // the admitted native configuration
+	ConfigurationID         string          `json:"configurationId"`
+	ConfigurationGeneration int64           `json:"configurationGeneration"`
+	Harness                 HarnessIdentity `json:"harness"`
+	Mode                    string          `json:"mode"`
+	ComputeID               string          `json:"computeId"`
+	HarnessAuth             *HarnessAuth    `json:"harnessAuth,omitempty"`
+	Plugins                 []string        `json:"plugins,omitempty"`
+	Status                  string          `json:"status"`
+	FailureCode             string          `json:"failureCode,omitempty"`
+	FailureDetail           string          `json:"failureDetail,omitempty"`
+	CreatedAt               time.Time       `json:"createdAt"`
+}
+
+// Work kinds.
+const (
+	WorkActivate = "activate" // bring a revision up and activate it
+	WorkStop     = "stop"     // stop an Agent's runtimes, clear its active revision
+	WorkDelete   = "delete"   // retire every revision, delete runtime credentials, remove the Agent
+)
+
+// Work states.
+const (
+	WorkQueued     = "queued"
+	WorkClaimed    = "claimed"
+	WorkCompleted  = "completed"
+	WorkFailed     = "failed"
+	WorkSuperseded = "superseded"
+)
+
+// Progress phases of activate work, shown by occ agent deploy --wait.
+const (
+	PhaseQueued    = "queued"
+	PhaseStopping  = "stopping-predecessors" // also the phase of stop work
+	PhasePreparing = "preparing"
+	PhaseReady     = "ready"
+	PhaseActive    = "active"
+)
+
+// Work is one unit of revision work, claimed under a lease.
+type Work struct {
+	ID          string    `json:"id"`
+	Kind        string    `json:"kind"`
+	NamespaceID string    `json:"namespaceId"`
+	AgentID     string    `json:"agentId"`
+	RevisionID  string    `json:"revisionId,omitempty"`
+	State       string    `json:"state"`
+	Phase       string    `json:"phase,omitempty"`
+	Attempts    int       `json:"attempts"`
+	MaxAttempts int       `json:"maxAttempts"`
+	AvailableAt time.Time `json:"availableAt"`
+	Owner       string    `json:"owner,omitempty"`
+	LeaseExpiry time.Time `json:"leaseExpiry,omitempty"`
+	LastCode    string    `json:"lastCode,omitempty"`
+	LastDetail  string    `json:"lastDetail,omitempty"`
+	Actor       string    `json:"actor,omitempty"` // who requested it; the completion audit carries it
+	CreatedAt   time.Time `json:"createdAt"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+}
+
+// MaxPredecessorStops bounds the predecessor-stop records kept per Agent.
+const MaxPredecessorStops = 4096
+
+// PredecessorStop records that an earlier revision's runtime was stopped, so
+// later passes skip it until its re-stop is due (after 1, 2, 4… leases).
+type PredecessorStop struct {
+	AgentID     string    `json:"agentId"`
+	RevisionID  string    `json:"revisionId"`
+	StoppedAt   time.Time `json:"stoppedAt"`
+	Restops     int       `json:"restops"`
+	NextCheckAt time.Time `json:"nextCheckAt"`
+}
+
+// Audit actions.
+const (
+	AuditActivate = "openclaw.agents.lifecycle.activate"
+	AuditDeploy   = "openclaw.agents.lifecycle.deploy"
+	AuditStop     = "openclaw.agents.lifecycle.stop"
+	AuditDelete   = "openclaw.agents.lifecycle.delete"
+	AuditFail     = "openclaw.agents.lifecycle.fail"
+)
+
+// AuditRecord is one append-only audit entry. Seq is assigned by Apply.
+type AuditRecord struct {
+	Seq         int64             `json:"seq"`
+	Time        time.Time         `json:"time"`
+	Action      string            `json:"action"`
+	Actor       string            `json:"actor,omitempty"`
+	NamespaceID string            `json:"namespaceId,omitempty"`
+	AgentID     string            `json:"agentId,omitempty"`
+	RevisionID  string            `json:"revisionId,omitempty"`
+	Details     map[string]string `json:"details,omitempty"`
+}
+
+// Installation holds installation-wide settings the admission rules consult.
+type Installation struct {
+	// NativeWorkerSupport declares that the pinned runtime image supports
+	// dedicated native OpenClaw workers ("pinned-runtime"), empty otherwise.
+	NativeWorkerSupport string `json:"nativeWorkerSupport,omitempty"`
+	// SandboxDriver names a qualifying SandboxDriver with networking,
+	// filesystem and process containment; empty when there is none.
+	SandboxDriver string `json:"sandboxDriver,omitempty"`
+	// CredentialGateway names a selected Credential Gateway; empty when none.
+	CredentialGateway string `json:"credentialGateway,omitempty"`
+}
