@@ -1,0 +1,17 @@
+package admission
+
+import (
+	"sort"
+	"strconv"
+)
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func itoaStd(i int) string { return strconv.Itoa(i) }
