@@ -1,0 +1,129 @@
+package nodehost
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"oce.dev/oce/shared/ocproto"
+)
+
+// Files in the node's private state directory.
+const (
+	identityFile = "identity.json"
+	tokenFile    = "device-token"
+	gatewayFile  = "gateway.json"
+)
+
+// state is the node's private, persisted identity and credentials.
+type state struct {
+	dir string
+}
+
+func (s state) path(name string) string { return filepath.Join(s.dir, name) }
+
+func (s state) ensure() error {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(s.dir, 0o700)
+}
+
+// identity loads the device identity, creating and saving one on first start.
+func (s state) identity() (*ocproto.Identity, error) {
+	id, err := ocproto.LoadIdentity(s.path(identityFile))
+	if err == nil {
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if id, err = ocproto.NewIdentity(); err != nil {
+		return nil, err
+	}
+	return id, id.Save(s.path(identityFile))
+}
+
+func (s state) token() string {
+	b, err := os.ReadFile(s.path(tokenFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (s state) saveToken(tok string) error {
+	return ocproto.WriteFileAtomic(s.path(tokenFile), []byte(tok), 0o600)
+}
+
+func (s state) clearToken() error {
+	err := os.Remove(s.path(tokenFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+type gatewayRecord struct {
+	URL string `json:"url"`
+}
+
+func (s state) gatewayURL() string {
+	b, err := os.ReadFile(s.path(gatewayFile))
+	if err != nil {
+		return ""
+	}
+	var g gatewayRecord
+	if json.Unmarshal(b, &g) != nil {
+		return ""
+	}
+	return g.URL
+}
+
+func (s state) saveGatewayURL(u string) error {
+	b, _ := json.Marshal(gatewayRecord{URL: u})
+	return ocproto.WriteFileAtomic(s.path(gatewayFile), b, 0o600)
+}
+
+// readEnrollment reads the one-use enrollment file. It refuses a file that
+// is not a regular file of mode 0600 owned by the process user. A missing
+// file returns (nil, nil).
+func readEnrollment(path string) (*ocproto.SetupCode, error) {
+	if path == "" {
+		return nil, nil
+	}
+	st, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !st.Mode().IsRegular() || st.Mode().Perm() != 0o600 || !ok || int(sys.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("%w (%s: %v)", ErrEnrollmentInsecure, path, st.Mode())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	code, err := ocproto.DecodeSetupCode(string(b))
+	if err != nil {
+		return nil, err
+	}
+	return &code, nil
+}
+
+// IdentityDeviceID prints what `nodehost identity --json` reports: the
+// persisted device id, or an error when the node has no identity yet.
+func IdentityDeviceID(stateDir string) (string, error) {
+	id, err := ocproto.LoadIdentity(filepath.Join(stateDir, identityFile))
+	if err != nil {
+		return "", err
+	}
+	return id.DeviceID, nil
+}
