@@ -76,6 +76,7 @@ func Command(stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&cfg.EnrollmentFile, "enrollment-file", os.Getenv("OCE_NODEHOST_ENROLLMENT_FILE"), "one-use setup code file (mode 0600)")
 	f.StringVar(&cfg.GatewayURL, "gateway-url", os.Getenv("OCE_NODEHOST_GATEWAY_URL"), "gateway URL as seen from this node (overrides the setup code's)")
 	f.StringVar(&cfg.DisplayName, "display-name", envOr("OCE_NODEHOST_DISPLAY_NAME", "oce-nodehost"), "display name")
+	f.BoolVar(&cfg.FileOnly, "file-only", os.Getenv("OCE_NODEHOST_FILE_ONLY") == "1", "serve only workspace file commands (the Codex companion node)")
 	f.StringVar(&workerCmd, "worker-command", os.Getenv("OCE_NODEHOST_WORKER_COMMAND"), "session worker command; enables worker admission (capacity from "+CapacityEnv+")")
 
 	var stateDir string

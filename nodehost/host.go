@@ -25,6 +25,9 @@ type Config struct {
 	GatewayURL     string   // overrides the setup code's URL (the URL as seen from this node)
 	DisplayName    string
 	InstanceID     string
+	// FileOnly serves only the workspace file commands (the Codex
+	// companion node); otherwise system.run and system.which too.
+	FileOnly bool
 	// WorkerCommand, when set, enables session workers with WorkerCapacity slots.
 	WorkerCommand  []string
 	WorkerCapacity int
@@ -113,8 +116,18 @@ func sanitizedEnv(env []string) []string {
 	return out
 }
 
+func (h *Host) caps() []string {
+	if h.cfg.FileOnly {
+		return []string{"file"}
+	}
+	return []string{"file", "system"}
+}
+
 func (h *Host) commands() []string {
-	cmds := []string{"dir.list", "file.fetch", "file.stat", "file.write", "system.run", "system.which", "workspace.memory"}
+	cmds := []string{"dir.list", "file.fetch", "file.stat", "file.write", "workspace.memory"}
+	if !h.cfg.FileOnly {
+		cmds = append(cmds, "system.run", "system.which")
+	}
 	if h.workers != nil {
 		cmds = append(cmds, "worker.cancel.v1", "worker.launch.v1", "worker.status.v1")
 	}
@@ -397,9 +410,13 @@ func (h *Host) Dispatch(ctx context.Context, command string, params []byte) (any
 		return h.dirList(params)
 	case "file.write":
 		return h.fileWrite(params)
-	case "system.run":
-		return h.systemRun(ctx, params)
-	case "system.which":
+	case "system.run", "system.which":
+		if h.cfg.FileOnly {
+			return nil, cmdErr(CodeUnavailable, "command not supported")
+		}
+		if command == "system.run" {
+			return h.systemRun(ctx, params)
+		}
 		return h.systemWhich(params)
 	case "workspace.memory":
 		return h.workspaceMemory(params)
