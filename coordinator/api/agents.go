@@ -1,0 +1,222 @@
+package api
+
+import (
+	"net/http"
+
+	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/state"
+)
+
+func (s *server) listAgents(w http.ResponseWriter, r *http.Request) error {
+	ns, err := s.namespace(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list(s.b.Machine().Agents(ns.ID)))
+	return nil
+}
+
+func (s *server) getAgent(w http.ResponseWriter, r *http.Request) error {
+	_, a, err := s.agent(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a)
+	return nil
+}
+
+func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
+	var req wire.CreateAgent
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	ns, err := s.namespace(r)
+	if err != nil {
+		return err
+	}
+	if err := validName("agent", req.Name); err != nil {
+		return err
+	}
+	if req.ExecutionMode == "" {
+		req.ExecutionMode = state.ModeEmbedded
+	}
+	if err := validMode(req.ExecutionMode); err != nil {
+		return err
+	}
+	if err := validHarnessAuth(req.HarnessAuth); err != nil {
+		return err
+	}
+	if err := validComputeID(req.ComputeID); err != nil {
+		return err
+	}
+	if err := validPlugins(req.Plugins); err != nil {
+		return err
+	}
+	if req.Configuration == "" {
+		return invalid("configuration is required")
+	}
+	cfg, err := s.configurationRef(ns, req.Configuration)
+	if err != nil {
+		return err
+	}
+	for _, a := range s.b.Machine().Agents(ns.ID) {
+		if a.Name == req.Name {
+			return conflict("agent name %q is taken in namespace %q", req.Name, ns.Name)
+		}
+	}
+	id := newID()
+	if _, err := s.propose(r, state.CmdCreateAgent, state.CreateAgent{ID: id, NamespaceID: ns.ID, Name: req.Name,
+		ExecutionMode: req.ExecutionMode, ConfigurationID: cfg.ID, HarnessAuth: req.HarnessAuth,
+		ComputeID: req.ComputeID, Plugins: req.Plugins}); err != nil {
+		return err
+	}
+	return s.writeAgent(w, http.StatusCreated, id)
+}
+
+func (s *server) updateAgent(w http.ResponseWriter, r *http.Request) error {
+	var req wire.UpdateAgent
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	ns, a, err := s.agent(r)
+	if err != nil {
+		return err
+	}
+	cmd := state.UpdateAgent{AgentID: a.ID, ExecutionMode: req.ExecutionMode, HarnessAuth: req.HarnessAuth,
+		ComputeID: req.ComputeID, Plugins: req.Plugins}
+	if req.ExecutionMode != nil {
+		if err := validMode(*req.ExecutionMode); err != nil {
+			return err
+		}
+	}
+	if err := validHarnessAuth(req.HarnessAuth); err != nil {
+		return err
+	}
+	if req.ComputeID != nil {
+		if err := validComputeID(*req.ComputeID); err != nil {
+			return err
+		}
+	}
+	if req.Plugins != nil {
+		if err := validPlugins(*req.Plugins); err != nil {
+			return err
+		}
+	}
+	if req.Configuration != nil {
+		cfg, err := s.configurationRef(ns, *req.Configuration)
+		if err != nil {
+			return err
+		}
+		cmd.ConfigurationID = &cfg.ID
+	}
+	if a.Deleting {
+		return conflict("agent %q is being deleted", a.Name)
+	}
+	if _, err := s.propose(r, state.CmdUpdateAgent, cmd); err != nil {
+		return err
+	}
+	return s.writeAgent(w, http.StatusOK, a.ID)
+}
+
+func (s *server) deleteAgent(w http.ResponseWriter, r *http.Request) error {
+	_, a, err := s.agent(r)
+	if err != nil {
+		return err
+	}
+	if a.Deleting {
+		return conflict("agent %q is already being deleted", a.Name)
+	}
+	return s.enqueue(w, r, state.CmdRequestDelete, state.RequestDelete{AgentID: a.ID, WorkID: newID(),
+		MaxAttempts: s.cfg.MaxAttempts})
+}
+
+func (s *server) stopAgent(w http.ResponseWriter, r *http.Request) error {
+	if err := s.decodeOptionalBody(w, r, &struct{}{}); err != nil {
+		return err
+	}
+	_, a, err := s.agent(r)
+	if err != nil {
+		return err
+	}
+	if a.Deleting {
+		return conflict("agent %q is being deleted", a.Name)
+	}
+	return s.enqueue(w, r, state.CmdRequestStop, state.RequestStop{AgentID: a.ID, WorkID: newID(),
+		MaxAttempts: s.cfg.MaxAttempts})
+}
+
+// enqueue proposes stop/delete work and answers 202 with the work item.
+func (s *server) enqueue(w http.ResponseWriter, r *http.Request, typ string, payload any) error {
+	res, err := s.propose(r, typ, payload)
+	if err != nil {
+		return err
+	}
+	wk, ok := res.(state.Work)
+	if !ok {
+		var id string
+		switch p := payload.(type) {
+		case state.RequestStop:
+			id = p.WorkID
+		case state.RequestDelete:
+			id = p.WorkID
+		}
+		if wk, ok = s.b.Machine().Work(id); !ok {
+			return notFound("work %q vanished after enqueue", id)
+		}
+	}
+	writeJSON(w, http.StatusAccepted, wk)
+	return nil
+}
+
+func (s *server) writeAgent(w http.ResponseWriter, status int, id string) error {
+	a, ok := s.b.Machine().Agent(id)
+	if !ok {
+		return notFound("agent %q vanished after the write", id)
+	}
+	writeJSON(w, status, a)
+	return nil
+}
+
+func (s *server) listRevisions(w http.ResponseWriter, r *http.Request) error {
+	_, a, err := s.agent(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list(s.b.Machine().Revisions(a.ID)))
+	return nil
+}
+
+func (s *server) getRevision(w http.ResponseWriter, r *http.Request) error {
+	_, a, err := s.agent(r)
+	if err != nil {
+		return err
+	}
+	ref := r.PathValue("rev")
+	m := s.b.Machine()
+	if rev, ok := m.Revision(ref); ok && rev.AgentID == a.ID {
+		writeJSON(w, http.StatusOK, rev)
+		return nil
+	}
+	// A revision number works too.
+	for _, rev := range m.Revisions(a.ID) {
+		if formatInt(rev.Number) == ref {
+			writeJSON(w, http.StatusOK, rev)
+			return nil
+		}
+	}
+	return notFound("revision %q not found for agent %q", ref, a.Name)
+}
+
+func (s *server) agentWork(w http.ResponseWriter, r *http.Request) error {
+	_, a, err := s.agent(r)
+	if err != nil {
+		return err
+	}
+	f, err := workFilter(r)
+	if err != nil {
+		return err
+	}
+	f.AgentID = a.ID
+	writeJSON(w, http.StatusOK, list(s.b.Machine().WorkItems(f)))
+	return nil
+}

@@ -1,0 +1,118 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"oce.dev/oce/coordinator/admission"
+	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/state"
+)
+
+// Error is an API error: an HTTP status, a closed-set code, a message and
+// optional details. Handlers return it; writeError renders the envelope.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	Details map[string]any
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func invalid(format string, a ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: wire.CodeInvalidRequest, Message: fmt.Sprintf(format, a...)}
+}
+
+func notFound(format string, a ...any) *Error {
+	return &Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Message: fmt.Sprintf(format, a...)}
+}
+
+func conflict(format string, a ...any) *Error {
+	return &Error{Status: http.StatusConflict, Code: wire.CodeResourceConflict, Message: fmt.Sprintf(format, a...)}
+}
+
+// NotLeader is what a Backend's Propose error (or anything it wraps) offers
+// when this node is not the Raft leader; store.NotLeaderError implements it.
+type NotLeader interface {
+	LeaderHTTPAddr() string
+}
+
+func notLeader(leader string) *Error {
+	if leader == "" {
+		return &Error{Status: http.StatusServiceUnavailable, Code: wire.CodeNotLeader,
+			Message: "no leader is known; retry later"}
+	}
+	return &Error{Status: http.StatusMisdirectedRequest, Code: wire.CodeNotLeader,
+		Message: "this node is not the leader", Details: map[string]any{"leader": leader}}
+}
+
+// toError maps any error a handler meets onto the closed set.
+func toError(err error) *Error {
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var adm *admission.Error
+	if errors.As(err, &adm) {
+		e := &Error{Status: adm.Status, Code: adm.Code, Message: adm.Message}
+		if len(adm.Details) > 0 {
+			e.Details = map[string]any{}
+			for k, v := range adm.Details {
+				e.Details[k] = v
+			}
+		}
+		if e.Status == 0 {
+			e.Status = http.StatusBadRequest
+		}
+		return e
+	}
+	// A proposal whose fate is unknown (leadership lost after hand-off, or a
+	// timeout) must not be replayed blindly: no leader is named, so clients
+	// do not follow it, and the caller checks state before retrying.
+	if strings.Contains(err.Error(), "outcome unknown") {
+		return &Error{Status: http.StatusServiceUnavailable, Code: wire.CodeNotLeader,
+			Message: "the request reached the log but its outcome is unknown (leadership changed or it timed out); check the state before retrying",
+			Details: map[string]any{"outcomeUnknown": true}}
+	}
+	var nl NotLeader
+	if errors.As(err, &nl) {
+		return notLeader(nl.LeaderHTTPAddr())
+	}
+	// Store refusals carry their closed code in the message (the API does
+	// not import the store); they are the caller's mistake.
+	for _, c := range []string{"INVALID_BACKUP", "INVALID_MEMBER"} {
+		if strings.Contains(err.Error(), c) {
+			return &Error{Status: http.StatusBadRequest, Code: wire.CodeInvalidRequest, Message: err.Error(),
+				Details: map[string]any{"reason": c}}
+		}
+	}
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return notFound("%v", err)
+	case errors.Is(err, state.ErrInvalid):
+		return invalid("%v", err)
+	case errors.Is(err, state.ErrConflict), errors.Is(err, state.ErrActiveRevisionChanged),
+		errors.Is(err, state.ErrNotClaimable), errors.Is(err, state.ErrClaimLost):
+		return conflict("%v", err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return &Error{Status: http.StatusServiceUnavailable, Code: wire.CodeInternal, Message: "request timed out"}
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: wire.CodeInternal, Message: err.Error()}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	e := toError(err)
+	writeJSON(w, e.Status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message, Details: e.Details}})
+}

@@ -1,0 +1,41 @@
+package api
+
+import (
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+
+	"oce.dev/oce/coordinator/api/wire"
+)
+
+// leaderURL turns a leader HTTP address ("host:port" or a URL) into a URL.
+func leaderURL(addr string) (*url.URL, error) {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	return url.Parse(addr)
+}
+
+// forward reverse-proxies a write to the leader, keeping the bearer token.
+// The forwarded mark stops a second hop when leadership moved meanwhile.
+func (s *server) forward(w http.ResponseWriter, r *http.Request, leader string) {
+	target, err := leaderURL(leader)
+	if err != nil {
+		writeError(w, notLeader(leader))
+		return
+	}
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+			pr.Out.Header.Set(forwardedHeader, "1")
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			s.log.Warn("forward to leader failed", "leader", leader, "error", err.Error())
+			writeError(w, &Error{Status: http.StatusServiceUnavailable, Code: wire.CodeNotLeader,
+				Message: "the leader could not be reached", Details: map[string]any{"leader": leader}})
+		},
+	}
+	p.ServeHTTP(w, r)
+}

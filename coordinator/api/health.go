@@ -1,0 +1,28 @@
+package api
+
+import (
+	"net/http"
+
+	"oce.dev/oce/coordinator/api/wire"
+)
+
+// livez answers 200 while the process serves HTTP.
+func (s *server) livez(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 when a leader is known and, for a Readier backend, the
+// local state has been applied.
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.b.IsLeader() && s.b.LeaderHTTPAddr() == "" {
+		writeError(w, notLeader(""))
+		return
+	}
+	if rd, ok := s.b.(Readier); ok {
+		if err := rd.Ready(r.Context()); err != nil {
+			writeError(w, &Error{Status: http.StatusServiceUnavailable, Code: wire.CodeNotReady, Message: err.Error()})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "leader": s.b.IsLeader()})
+}

@@ -1,0 +1,151 @@
+package api
+
+import (
+	"net/http"
+
+	"oce.dev/oce/coordinator/admission"
+	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/state"
+)
+
+func list[T any](items []T) wire.List[T] {
+	if items == nil {
+		items = []T{}
+	}
+	return wire.List[T]{Items: items}
+}
+
+// propose replicates one command and times it for the apply histogram.
+func (s *server) propose(r *http.Request, typ string, payload any) (any, error) {
+	ctx := r.Context()
+	if s.cfg.WithActor != nil {
+		ctx = s.cfg.WithActor(ctx, s.cfg.Actor)
+	}
+	done := s.metrics.observePropose(typ)
+	res, err := s.b.Propose(ctx, typ, payload)
+	done(err)
+	return res, err
+}
+
+func (s *server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, list(s.b.Machine().Namespaces()))
+	return nil
+}
+
+func (s *server) getNamespace(w http.ResponseWriter, r *http.Request) error {
+	ns, err := s.namespace(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ns)
+	return nil
+}
+
+func (s *server) createNamespace(w http.ResponseWriter, r *http.Request) error {
+	var req wire.CreateNamespace
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := validName("namespace", req.Name); err != nil {
+		return err
+	}
+	id := newID()
+	if _, err := s.propose(r, state.CmdCreateNamespace, state.CreateNamespace{ID: id, Name: req.Name}); err != nil {
+		return err
+	}
+	ns, ok := s.b.Machine().Namespace(id)
+	if !ok {
+		return notFound("namespace %q vanished after creation", id)
+	}
+	writeJSON(w, http.StatusCreated, ns)
+	return nil
+}
+
+func (s *server) listConfigurations(w http.ResponseWriter, r *http.Request) error {
+	ns, err := s.namespace(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list(s.b.Machine().Configurations(ns.ID)))
+	return nil
+}
+
+func (s *server) getConfiguration(w http.ResponseWriter, r *http.Request) error {
+	ns, err := s.namespace(r)
+	if err != nil {
+		return err
+	}
+	c, err := s.configurationRef(ns, r.PathValue("cfg"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, c)
+	return nil
+}
+
+func (s *server) createConfiguration(w http.ResponseWriter, r *http.Request) error {
+	var req wire.CreateConfiguration
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	ns, err := s.namespace(r)
+	if err != nil {
+		return err
+	}
+	if err := validName("configuration", req.Name); err != nil {
+		return err
+	}
+	if err := s.validConfiguration(req.Document); err != nil {
+		return err
+	}
+	for _, c := range s.b.Machine().Configurations(ns.ID) {
+		if c.Name == req.Name {
+			return conflict("configuration name %q is taken in namespace %q", req.Name, ns.Name)
+		}
+	}
+	id := newID()
+	if _, err := s.propose(r, state.CmdPutConfiguration, state.PutConfiguration{ID: id, NamespaceID: ns.ID,
+		Name: req.Name, Document: req.Document}); err != nil {
+		return err
+	}
+	return s.writeConfiguration(w, http.StatusCreated, id)
+}
+
+func (s *server) updateConfiguration(w http.ResponseWriter, r *http.Request) error {
+	var req wire.UpdateConfiguration
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	ns, err := s.namespace(r)
+	if err != nil {
+		return err
+	}
+	c, err := s.configurationRef(ns, r.PathValue("cfg"))
+	if err != nil {
+		return err
+	}
+	if err := s.validConfiguration(req.Document); err != nil {
+		return err
+	}
+	if _, err := s.propose(r, state.CmdPutConfiguration, state.PutConfiguration{ID: c.ID, NamespaceID: ns.ID,
+		Name: c.Name, Document: req.Document}); err != nil {
+		return err
+	}
+	return s.writeConfiguration(w, http.StatusOK, c.ID)
+}
+
+func (s *server) validConfiguration(doc []byte) error {
+	if err := validDocument(doc); err != nil {
+		return err
+	}
+	return admission.ValidateConfiguration(doc)
+}
+
+func (s *server) writeConfiguration(w http.ResponseWriter, status int, id string) error {
+	c, ok := s.b.Machine().Configuration(id)
+	if !ok {
+		return notFound("configuration %q vanished after the write", id)
+	}
+	writeJSON(w, status, c)
+	return nil
+}

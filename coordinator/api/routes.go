@@ -1,0 +1,160 @@
+package api
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"oce.dev/oce/coordinator/api/wire"
+)
+
+// handlerFunc is a route handler; a returned error is rendered as the
+// closed-set error envelope.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+const forwardedHeader = "X-Oce-Forwarded"
+
+func (s *server) routes(reg *prometheus.Registry) {
+	m := http.NewServeMux()
+	s.mux = m
+	const ns = "/v1/namespaces/{ns}"
+	const agent = ns + "/agents/{agent}"
+
+	m.HandleFunc("GET /livez", s.livez)
+	m.HandleFunc("GET /readyz", s.readyz)
+	m.Handle("GET /metrics", s.authed(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+
+	s.read("GET /v1/namespaces", s.listNamespaces)
+	s.write("POST /v1/namespaces", s.createNamespace)
+	s.read("GET "+ns, s.getNamespace)
+
+	s.read("GET "+ns+"/configurations", s.listConfigurations)
+	s.write("POST "+ns+"/configurations", s.createConfiguration)
+	s.read("GET "+ns+"/configurations/{cfg}", s.getConfiguration)
+	s.write("PUT "+ns+"/configurations/{cfg}", s.updateConfiguration)
+
+	s.read("GET "+ns+"/agents", s.listAgents)
+	s.write("POST "+ns+"/agents", s.createAgent)
+	s.read("GET "+agent, s.getAgent)
+	s.write("PATCH "+agent, s.updateAgent)
+	s.write("DELETE "+agent, s.deleteAgent)
+	s.write("POST "+agent+"/deploy", s.deployAgent)
+	s.write("POST "+agent+"/stop", s.stopAgent)
+	s.read("GET "+agent+"/revisions", s.listRevisions)
+	s.read("GET "+agent+"/revisions/{rev}", s.getRevision)
+	s.read("GET "+agent+"/work", s.agentWork)
+
+	s.read("GET /v1/work", s.listWork)
+	s.read("GET /v1/work/{id}", s.getWork)
+	s.read("GET /v1/audit", s.listAudit)
+	s.read("GET /v1/installation", s.installation)
+	s.read("GET /v1/status", s.status)
+
+	s.read("GET /v1/cluster", s.cluster)
+	s.write("POST /v1/cluster/join", s.clusterJoin)
+	s.write("POST /v1/cluster/remove", s.clusterRemove)
+	s.write("POST /v1/cluster/transfer", s.clusterTransfer)
+	s.read("GET /v1/cluster/snapshot", s.clusterSnapshot)
+	s.write("POST /v1/cluster/restore", s.clusterRestore)
+
+	m.Handle("/", s.authed(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, notFound("no route for %s %s", r.Method, r.URL.Path))
+	})))
+}
+
+// read registers a route any node serves from its local state.
+func (s *server) read(pattern string, h handlerFunc) {
+	s.mux.Handle(pattern, s.authed(s.wrap(pattern, h)))
+}
+
+// write registers a route that only the leader executes.
+func (s *server) write(pattern string, h handlerFunc) {
+	inner := s.wrap(pattern, h)
+	s.mux.Handle(pattern, s.authed(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.b.IsLeader() {
+			leader := s.b.LeaderHTTPAddr()
+			if s.cfg.ForwardWrites && leader != "" && r.Header.Get(forwardedHeader) == "" {
+				s.forward(w, r, leader)
+				return
+			}
+			writeError(w, notLeader(leader))
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})))
+}
+
+func (s *server) wrap(pattern string, h handlerFunc) http.Handler {
+	route := pattern
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		err := h(sw, r)
+		if err != nil {
+			e := toError(err)
+			if e.Status >= 500 {
+				s.log.Error("request failed", "route", route, "status", e.Status, "code", e.Code, "error", e.Message)
+			} else {
+				s.log.Info("request rejected", "route", route, "status", e.Status, "code", e.Code)
+			}
+			writeError(sw, e)
+		}
+		s.metrics.requests.WithLabelValues(route, statusClass(sw.status)).Inc()
+		s.metrics.requestSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+// authed requires the bearer token; the comparison is constant-time.
+func (s *server) authed(h http.Handler) http.Handler {
+	if s.cfg.Token == "" {
+		return h
+	}
+	want := []byte(s.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="oce"`)
+			writeError(w, &Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthorized,
+				Message: "a valid bearer token is required"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush lets streamed responses (snapshot) flush through the wrapper.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func statusClass(code int) string {
+	if code == 0 {
+		code = http.StatusOK
+	}
+	return string(rune('0'+code/100)) + "xx"
+}

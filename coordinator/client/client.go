@@ -1,0 +1,191 @@
+// Package client is the Go client of the coordinator's HTTP API (docs/API.md).
+// It follows NOT_LEADER answers to the leader the error names, so callers
+// may talk to any coordinator replica.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"oce.dev/oce/coordinator/api/wire"
+)
+
+// DefaultServer is the coordinator's default listen address.
+const DefaultServer = "http://127.0.0.1:7400"
+
+// maxRedirects bounds NOT_LEADER hops per call.
+const maxRedirects = 3
+
+// maxErrorBody bounds how much of an error response is read.
+const maxErrorBody = 1 << 20
+
+// Sentinels an *Error matches with errors.Is.
+var (
+	// ErrNotLeader: code NOT_LEADER (no leader known, unreachable, or a
+	// redirect chain that did not end).
+	ErrNotLeader = errors.New("client: NOT_LEADER")
+	// ErrOutcomeUnknown: the write reached the log but leadership changed
+	// before its result was known; it may have been applied. Check the
+	// state before retrying.
+	ErrOutcomeUnknown = errors.New("client: outcome unknown")
+)
+
+// Error is an API error answer.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	Details map[string]any
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s (%d): %s", e.Code, e.Status, e.Message)
+}
+
+// Is matches ErrNotLeader for NOT_LEADER answers and ErrOutcomeUnknown for
+// those whose outcome is unknown.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrNotLeader:
+		return e.Code == wire.CodeNotLeader
+	case ErrOutcomeUnknown:
+		unknown, _ := e.Details["outcomeUnknown"].(bool)
+		return e.Code == wire.CodeNotLeader && unknown
+	}
+	return false
+}
+
+// Leader returns the leader address a NOT_LEADER answer names.
+func (e *Error) Leader() string {
+	s, _ := e.Details["leader"].(string)
+	return s
+}
+
+// Client calls one coordinator (and whichever leader it points to).
+type Client struct {
+	server string
+	token  string
+	hc     *http.Client
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient replaces the HTTP client (e.g. an httptest server's).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// New returns a client of the coordinator at server ("host:port" or a URL)
+// authenticating with the bearer token.
+func New(server, token string, opts ...Option) *Client {
+	c := &Client{server: normalize(server), token: token, hc: &http.Client{}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Server returns the base URL the client currently talks to.
+func (c *Client) Server() string { return c.server }
+
+func normalize(s string) string {
+	if s == "" {
+		s = DefaultServer
+	}
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	return strings.TrimRight(s, "/")
+}
+
+// do sends one request and decodes a JSON answer into out (when non-nil).
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	var body []byte
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("client: encode %s %s: %w", method, path, err)
+		}
+		body = b
+	}
+	resp, err := c.send(ctx, method, path, query, func() io.Reader {
+		if body == nil {
+			return nil
+		}
+		return bytes.NewReader(body)
+	}, "application/json")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("client: decode %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// send performs the exchange, following NOT_LEADER to the named leader. A
+// 2xx response is returned open; anything else becomes an *Error.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, body func() io.Reader, ctype string) (*http.Response, error) {
+	base := c.server
+	for hop := 0; ; hop++ {
+		u := base + path
+		if len(query) > 0 {
+			u += "?" + query.Encode()
+		}
+		var rd io.Reader
+		if body != nil {
+			rd = body()
+		}
+		req, err := http.NewRequestWithContext(ctx, method, u, rd)
+		if err != nil {
+			return nil, fmt.Errorf("client: %s %s: %w", method, path, err)
+		}
+		if rd != nil {
+			req.Header.Set("Content-Type", ctype)
+		}
+		req.Header.Set("Accept", "application/json")
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err := c.hc.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("client: %s %s: %w", method, u, err)
+		}
+		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			return resp, nil
+		}
+		apiErr := readError(resp)
+		resp.Body.Close()
+		if apiErr.Code == wire.CodeNotLeader && apiErr.Leader() != "" && hop < maxRedirects {
+			base = normalize(apiErr.Leader())
+			continue
+		}
+		return nil, apiErr
+	}
+}
+
+func readError(resp *http.Response) *Error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var eb wire.ErrorBody
+	if err := json.Unmarshal(data, &eb); err != nil || eb.Error.Code == "" {
+		msg := strings.TrimSpace(string(data))
+		if len(msg) > 200 {
+			msg = msg[:200]
+		}
+		return &Error{Status: resp.StatusCode, Code: wire.CodeInternal, Message: fmt.Sprintf("unexpected answer %s: %s", resp.Status, msg)}
+	}
+	return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Details: eb.Error.Details}
+}
+
+func esc(s string) string { return url.PathEscape(s) }

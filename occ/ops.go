@@ -1,0 +1,205 @@
+package occ
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/client"
+)
+
+func (a *app) statusCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "status", Short: "Show the cluster and a summary of every Agent", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			st, err := a.client().Status(ctx)
+			if err != nil {
+				return err
+			}
+			if a.settings.Output != "table" {
+				return a.print(cmd.OutOrStdout(), st, nil)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintln(out, "Cluster:")
+			if err := a.printRaw(out, st.Cluster); err != nil {
+				return err
+			}
+			fmt.Fprintln(out, "\nAgents:")
+			return a.print(out, st, func() table { return summaryTable(st.Agents) })
+		},
+	}
+}
+
+func summaryTable(as []wire.AgentSummary) table {
+	t := table{header: []string{"NAMESPACE", "AGENT", "MODE", "ACTIVE REVISION", "REVISIONS", "STATE"}}
+	for _, s := range as {
+		st := "stopped"
+		if s.ActiveRevisionID != "" {
+			st = "active"
+		}
+		if s.Deleting {
+			st = "deleting"
+		}
+		t.rows = append(t.rows, []string{s.Namespace, s.Name, s.ExecutionMode, dash(s.ActiveRevisionID),
+			itoa(s.RevisionCount), st})
+	}
+	return t
+}
+
+func (a *app) auditCmd() *cobra.Command {
+	var after int64
+	var limit int
+	c := &cobra.Command{
+		Use: "audit", Short: "List audit records", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			recs, err := a.client().Audit(ctx, after, limit)
+			if err != nil {
+				return err
+			}
+			return a.print(cmd.OutOrStdout(), recs, func() table {
+				t := table{header: []string{"SEQ", "TIME", "ACTION", "ACTOR", "AGENT", "REVISION"}}
+				for _, r := range recs {
+					t.rows = append(t.rows, []string{itoa(r.Seq), ts(r.Time), r.Action, dash(r.Actor), short(r.AgentID), short(r.RevisionID)})
+				}
+				return t
+			})
+		},
+	}
+	c.Flags().Int64Var(&after, "after", 0, "only records with a sequence number above this")
+	c.Flags().IntVar(&limit, "limit", 0, "at most this many records (server default 100, max 1000)")
+	return c
+}
+
+func (a *app) workCmd() *cobra.Command {
+	var f client.WorkFilter
+	c := &cobra.Command{
+		Use: "work", Short: "List revision work (queued, claimed, completed, failed, superseded)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			ws, err := a.client().Work(ctx, f)
+			if err != nil {
+				return err
+			}
+			return a.print(cmd.OutOrStdout(), ws, func() table { return workTable(ws...) })
+		},
+	}
+	c.Flags().StringVar(&f.State, "state", "", "only work in this state")
+	c.Flags().StringVar(&f.Kind, "kind", "", "only work of this kind (activate, stop, delete)")
+	c.Flags().StringVar(&f.AgentID, "agent-id", "", "only work of this Agent id")
+	return c
+}
+
+func (a *app) clusterCmd() *cobra.Command {
+	c := &cobra.Command{Use: "cluster", Short: "Raft membership, leadership and backups"}
+	raw := func(cmd *cobra.Command, v json.RawMessage, err error) error {
+		if err != nil {
+			return err
+		}
+		return a.printRaw(cmd.OutOrStdout(), v)
+	}
+	members := &cobra.Command{
+		Use: "members", Short: "Show members, leader, term and applied index", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			v, err := a.client().Cluster(ctx)
+			return raw(cmd, v, err)
+		},
+	}
+	join := &cobra.Command{
+		Use: "join ID RAFT_ADDR HTTP_ADDR", Short: "Add a voter", Args: cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			v, err := a.client().Join(ctx, args[0], args[1], args[2])
+			return raw(cmd, v, err)
+		},
+	}
+	remove := &cobra.Command{
+		Use: "remove ID", Short: "Remove a member", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			v, err := a.client().Remove(ctx, args[0])
+			return raw(cmd, v, err)
+		},
+	}
+	transfer := &cobra.Command{
+		Use: "transfer [ID]", Short: "Transfer leadership (to ID, or any voter)", Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			id := ""
+			if len(args) == 1 {
+				id = args[0]
+			}
+			v, err := a.client().Transfer(ctx, id)
+			return raw(cmd, v, err)
+		},
+	}
+	snap := &cobra.Command{Use: "snapshot", Short: "Save or restore a backup of the replicated state"}
+	snap.AddCommand(&cobra.Command{
+		Use: "save FILE", Short: "Stream a backup into FILE (mode 0600)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tmp := args[0] + ".partial"
+			f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+			if err != nil {
+				return err
+			}
+			n, err := a.client().SnapshotSave(cmd.Context(), f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				os.Remove(tmp)
+				return err
+			}
+			if err := os.Rename(tmp, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "saved %d bytes to %s\n", n, args[0])
+			return nil
+		},
+	}, &cobra.Command{
+		Use: "restore FILE", Short: "Replace the replicated state with a backup", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			v, err := a.client().SnapshotRestore(cmd.Context(), f)
+			return raw(cmd, v, err)
+		},
+	})
+	c.AddCommand(members, join, remove, transfer, snap)
+	return c
+}
+
+func completionCmd(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use: "completion bash|zsh|fish", Short: "Print a shell completion script",
+		Args: cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs), ValidArgs: []string{"bash", "zsh", "fish"},
+		// Completion needs no server settings.
+		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			switch args[0] {
+			case "bash":
+				return root.GenBashCompletionV2(out, true)
+			case "zsh":
+				return root.GenZshCompletion(out)
+			default:
+				return root.GenFishCompletion(out, true)
+			}
+		},
+	}
+}
