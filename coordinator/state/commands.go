@@ -84,7 +84,7 @@ type UpdateAgent struct {
 // the status pending, creates queued activate work (Phase queued, AvailableAt
 // = the entry's Time; MaxAttempts 0 means DefaultMaxAttempts) and appends a
 // deploy audit record. It fails with ErrConflict when the Agent is deleting,
-// the revision's Configuration is not the Agent's, or the Configuration's
+// the revision's Configuration or Mode is not the Agent's, or the Configuration's
 // current Generation differs from Revision.ConfigurationGeneration (the
 // configuration changed since admission was decided). Admitting a newer
 // revision does not touch older work; the engine supersedes it.

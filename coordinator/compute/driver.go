@@ -1,0 +1,140 @@
+// Package compute defines the Driver a compute target (Kubernetes, a local
+// process host, the in-memory test driver) implements to realize an Agent's
+// topology, and the Capabilities admission and the activation engine consult.
+package compute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+)
+
+// Driver realizes AgentRevisions on one compute target. Every method is
+// idempotent: the activation engine retries after failures, lost claims and
+// leader changes, so a call may repeat for the same revision.
+type Driver interface {
+	// Capabilities describes what the driver supports; constant per driver.
+	Capabilities() Capabilities
+	// EnsureNamespace prepares the Namespace's runtime namespaces.
+	EnsureNamespace(ctx context.Context, ns state.Namespace) error
+	// PrepareRevision creates the revision's workloads without routing to them.
+	PrepareRevision(ctx context.Context, rev state.Revision) error
+	// ObserveRevision reports readiness. A held runtime failure is reported
+	// in Observation.HeldCode (not as an error); an error means the
+	// observation itself failed and is retried.
+	ObserveRevision(ctx context.Context, rev state.Revision) (Observation, error)
+	// ActivateRevision routes the Agent's stable endpoint to the revision.
+	ActivateRevision(ctx context.Context, rev state.Revision) error
+	// StopRevision stops the revision's runtime: Gateway first, observed gone,
+	// then the Harness. A runtime that had come back after an earlier stop is
+	// reported in StopResult.CameBack, not as an error.
+	StopRevision(ctx context.Context, rev state.Revision) (StopResult, error)
+	// RetireRevision removes a superseded revision's resources, keeping the
+	// Agent's storage claims.
+	RetireRevision(ctx context.Context, rev state.Revision) error
+	// DeleteAgentRuntimeCredentials deletes the Agent's exact-owned claims and
+	// runtime credentials after every revision was retired.
+	DeleteAgentRuntimeCredentials(ctx context.Context, agent state.Agent) error
+	// DeleteNamespace removes the Namespace's runtime namespaces.
+	DeleteNamespace(ctx context.Context, ns state.Namespace) error
+}
+
+// Observation is one readiness observation of a revision.
+type Observation struct {
+	Ready  bool
+	Reason string // short, closed-vocabulary reason when not ready
+	// HeldCode is the runtime diagnostic code of a held startup failure
+	// (REFERENCE §1.8); empty when nothing is held. A held revision never
+	// becomes ready by itself, so the engine fails it at once.
+	HeldCode codes.Code
+	Cause    *codes.Cause // kept for MODEL_PROBE_FAILED
+}
+
+// StopResult is the outcome of StopRevision.
+type StopResult struct {
+	Stopped  bool // the runtime is gone
+	CameBack bool // it had been running again after an earlier stop
+}
+
+// Topology is a (harness, mode) pair.
+type Topology struct {
+	Harness string // state.HarnessOpenClaw | state.HarnessCodex
+	Mode    string // state.ModeEmbedded | state.ModeDedicated
+}
+
+// Capabilities is what a driver supports.
+type Capabilities struct {
+	// Name identifies the driver; a revision's ComputeID must name it.
+	Name string
+	// Topologies maps each supported (harness, mode) to the harnessAuth
+	// methods the driver can deliver for it ("api_key", "codex_pat", …;
+	// "runtime" for host-held credentials). A topology absent from the map is
+	// unsupported; a present one with no methods supports no binding.
+	Topologies map[Topology][]string
+	// StoppedPredecessors lists the modes for which every earlier revision
+	// must be stopped before a new one is prepared (dedicated on Kubernetes).
+	StoppedPredecessors map[string]bool
+	// ActivateBeforeCommit makes the engine call ActivateRevision before the
+	// active-revision compare-and-set instead of after it (the default).
+	ActivateBeforeCommit bool
+}
+
+// SupportsTopology reports whether the driver can run (harness, mode).
+func (c Capabilities) SupportsTopology(harness, mode string) bool {
+	_, ok := c.Topologies[Topology{Harness: harness, Mode: mode}]
+	return ok
+}
+
+// SupportsHarnessAuth reports whether the driver can deliver a harnessAuth
+// binding of method for (harness, mode).
+func (c Capabilities) SupportsHarnessAuth(harness, mode, method string) bool {
+	for _, m := range c.Topologies[Topology{Harness: harness, Mode: mode}] {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+// RequiresStoppedPredecessors reports whether revisions of mode need every
+// earlier revision stopped before preparation.
+func (c Capabilities) RequiresStoppedPredecessors(mode string) bool {
+	return c.StoppedPredecessors[mode]
+}
+
+// Error carries a closed-set code the engine records, and whether retrying
+// can help. Drivers wrap failures the engine should branch on with it; any
+// other error is transient.
+type Error struct {
+	Code      string // e.g. TRANSIENT_DEPENDENCY, FOREIGN_WORKLOAD
+	Permanent bool   // the work fails instead of being retried
+	Err       error
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return e.Code
+	}
+	return fmt.Sprintf("%s: %v", e.Code, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Permanent returns an Error the engine does not retry.
+func Permanent(code string, err error) error { return &Error{Code: code, Permanent: true, Err: err} }
+
+// Transient returns a retryable Error with code.
+func Transient(code string, err error) error { return &Error{Code: code, Err: err} }
+
+// ErrorCode returns err's code and permanence; an error without one is
+// transient with fallback as its code.
+func ErrorCode(err error, fallback string) (code string, permanent bool) {
+	var e *Error
+	if errors.As(err, &e) && e.Code != "" {
+		return e.Code, e.Permanent
+	}
+	return fallback, false
+}

@@ -1,0 +1,277 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+)
+
+// approvedTopologies are the (harness, mode) pairs a revision may freeze
+// (REFERENCE §7.3); the driver must support the pair too.
+var approvedTopologies = map[[2]string]bool{
+	{state.HarnessOpenClaw, state.ModeEmbedded}:  true,
+	{state.HarnessCodex, state.ModeDedicated}:    true,
+	{state.HarnessOpenClaw, state.ModeDedicated}: true,
+}
+
+// validate re-checks the frozen revision against the current state and the
+// driver; it returns a failure code and detail, or "" when valid.
+func (e *Engine) validate(w state.Work) (state.Agent, state.Revision, string, string) {
+	m := e.p.Machine()
+	a, ok := m.Agent(w.AgentID)
+	if !ok || a.Deleting {
+		return a, state.Revision{}, CodeInvalidTarget, "agent is missing or being deleted"
+	}
+	r, ok := m.Revision(w.RevisionID)
+	if !ok || r.AgentID != a.ID || r.NamespaceID != a.NamespaceID {
+		return a, r, CodeInvalidRevisionOwner, "revision does not belong to the agent"
+	}
+	if _, ok := m.Namespace(a.NamespaceID); !ok {
+		return a, r, CodeNamespaceNotReady, "namespace is missing"
+	}
+	if a.ActiveRevisionID != "" {
+		if act, ok := m.Revision(a.ActiveRevisionID); !ok || act.AgentID != a.ID {
+			return a, r, CodeInvalidActiveRevision, "active revision is not the agent's"
+		}
+	}
+	recovering := a.ActiveRevisionID == r.ID && r.Status == state.RevisionActive
+	if r.Status != state.RevisionPending && !recovering {
+		return a, r, CodeInvalidAdmittedRevision, "revision is " + r.Status
+	}
+	if !approvedTopologies[[2]string{r.Harness.ID, r.Mode}] || !e.caps.SupportsTopology(r.Harness.ID, r.Mode) {
+		return a, r, CodeHarnessDescriptorMismatch, fmt.Sprintf("topology %s/%s is not supported", r.Harness.ID, r.Mode)
+	}
+	if r.ComputeID != "" && r.ComputeID != e.cfg.ComputeID {
+		return a, r, CodeComputeDriverMismatch, fmt.Sprintf("revision names compute %q", r.ComputeID)
+	}
+	if r.HarnessAuth != nil && !e.caps.SupportsHarnessAuth(r.Harness.ID, r.Mode, r.HarnessAuth.Method) {
+		return a, r, CodeHarnessAuthUnsupported, fmt.Sprintf("harnessAuth %q is not supported for %s/%s",
+			r.HarnessAuth.Method, r.Harness.ID, r.Mode)
+	}
+	return a, r, "", ""
+}
+
+// activate runs one pass of activate work (REFERENCE §6.2).
+func (e *Engine) activate(cl *claim) {
+	a, rev, code, detail := e.validate(cl.work)
+	if code != "" {
+		cl.fail(code, detail)
+		return
+	}
+	m := e.p.Machine()
+	if a.ActiveRevisionID == rev.ID {
+		// The commit happened in an earlier pass; only finalization remains.
+		e.finalize(cl, rev, false)
+		return
+	}
+	if latest, _ := m.LatestRevision(a.ID); latest.Number > rev.Number {
+		if _, err := cl.propose(state.CmdSupersedeWork, state.SupersedeWork{ClaimRef: cl.ref}); err != nil {
+			cl.log.Warn("supersede failed", "err", err.Error())
+		}
+		return
+	}
+	if e.caps.RequiresStoppedPredecessors(rev.Mode) {
+		cameBack, err := e.stopPredecessors(cl, rev)
+		if err != nil {
+			if !errors.Is(err, errAbandoned) {
+				e.failedPass(cl)
+				cl.driverFailed("stopRevision", err, CodeTransientDependency)
+			}
+			return
+		}
+		if cameBack {
+			// The successor is unready while a predecessor came back; the
+			// re-stop schedule handles it on later passes.
+			e.notReady(cl, rev, "predecessor came back")
+			return
+		}
+	}
+	if hasStopRecord(m, a.ID, rev.ID) {
+		if _, err := cl.propose(state.CmdDropPredecessor, state.DropPredecessorStop{ClaimRef: cl.ref, RevisionIDs: []string{rev.ID}}); err != nil {
+			return
+		}
+	}
+	if err := cl.phase(state.PhasePreparing); err != nil {
+		return
+	}
+	if ns, ok := m.Namespace(a.NamespaceID); ok {
+		if err := e.d.EnsureNamespace(cl.ctx, ns); err != nil {
+			e.failedPass(cl)
+			cl.driverFailed("ensureNamespace", err, CodeTransientDependency)
+			return
+		}
+	}
+	if err := e.d.PrepareRevision(cl.ctx, rev); err != nil {
+		e.failedPass(cl)
+		cl.driverFailed("prepareRevision", err, CodeTransientDependency)
+		return
+	}
+	obs, err := e.d.ObserveRevision(cl.ctx, rev)
+	if err != nil {
+		e.failedPass(cl)
+		cl.driverFailed("observeRevision", err, CodeTransientDependency)
+		return
+	}
+	if obs.HeldCode != "" {
+		cl.fail(string(codes.RevisionFailure(obs.HeldCode)), heldDetail(obs.HeldCode, obs.Cause))
+		return
+	}
+	if !obs.Ready {
+		e.notReady(cl, rev, obs.Reason)
+		return
+	}
+	if err := cl.phase(state.PhaseReady); err != nil {
+		return
+	}
+	if err := e.p.VerifyLeader(cl.ctx); err != nil {
+		cl.log.Warn("not leader; abandoning claim", "err", err.Error())
+		cl.cancel(fmt.Errorf("%w: %w", errAbandoned, err))
+		return
+	}
+	if e.caps.ActivateBeforeCommit {
+		if err := e.d.ActivateRevision(cl.ctx, rev); err != nil {
+			cl.driverFailed("activateRevision", err, CodeTransientDependency)
+			return
+		}
+	}
+	if _, err := cl.propose(state.CmdActivateRevision, state.ActivateRevision{ClaimRef: cl.ref, Expected: a.ActiveRevisionID}); err != nil {
+		switch {
+		case errors.Is(err, errAbandoned):
+		case errors.Is(err, state.ErrActiveRevisionChanged):
+			cl.retry(CodeActiveRevisionChanged, err.Error())
+		default:
+			cl.log.Warn("activation commit failed", "err", err.Error())
+		}
+		return
+	}
+	cl.log.Info("active revision committed")
+	e.finalize(cl, rev, e.caps.ActivateBeforeCommit)
+}
+
+// notReady defers the pass (giving its attempt back) for a re-observation
+// after the readiness delay, or fails the work once the revision has had the
+// whole convergence window.
+func (e *Engine) notReady(cl *claim, rev state.Revision, reason string) {
+	age := e.clk.Now().Sub(rev.CreatedAt)
+	if age > e.cfg.ConvergenceWindow {
+		cl.fail(CodeRevisionNotReady, "not ready within the convergence window: "+reason)
+		return
+	}
+	cl.requeue(CodeActivationPending, reason, e.readinessDelay(age), true)
+}
+
+// finalize runs after the commit: activate (unless just done before the
+// commit), retire every earlier revision, and complete the work with its one
+// activate audit record. Any failure requeues with
+// REVISION_FINALIZATION_INCOMPLETE; the next pass re-runs finalize.
+func (e *Engine) finalize(cl *claim, rev state.Revision, activated bool) {
+	if hasStopRecord(e.p.Machine(), rev.AgentID, rev.ID) {
+		// Activating a revision recorded as a stopped predecessor forgets
+		// the record, so no later pass skips or re-stops it by mistake.
+		if _, err := cl.propose(state.CmdDropPredecessor, state.DropPredecessorStop{ClaimRef: cl.ref, RevisionIDs: []string{rev.ID}}); err != nil {
+			return
+		}
+	}
+	if !activated {
+		if err := e.d.ActivateRevision(cl.ctx, rev); err != nil {
+			cl.driverFailed("activateRevision", err, CodeFinalizationIncomplete)
+			return
+		}
+	}
+	var retired []string
+	for _, p := range e.p.Machine().LiveRevisions(rev.AgentID) {
+		if p.Number >= rev.Number {
+			continue
+		}
+		if err := e.d.RetireRevision(cl.ctx, p); err != nil {
+			cl.driverFailed("retireRevision", err, CodeFinalizationIncomplete)
+			return
+		}
+		retired = append(retired, p.ID)
+	}
+	if _, err := cl.propose(state.CmdCompleteActivation, state.CompleteActivation{ClaimRef: cl.ref, Retired: retired}); err != nil {
+		switch {
+		case errors.Is(err, errAbandoned):
+		case errors.Is(err, state.ErrActiveRevisionChanged):
+			cl.retry(CodeActiveRevisionChanged, err.Error())
+		default:
+			cl.log.Warn("complete activation failed", "err", err.Error())
+			cl.retry(CodeFinalizationIncomplete, err.Error())
+		}
+		return
+	}
+	cl.log.Info("revision activated", "retired", len(retired))
+}
+
+// stopPredecessors stops every earlier, unretired revision not already
+// recorded as stopped, and re-stops recorded ones when their check is due
+// (after 1, then 2, 4… leases). The work shows the stopping phase only while
+// a stop actually runs. It reports whether a predecessor came back.
+func (e *Engine) stopPredecessors(cl *claim, rev state.Revision) (bool, error) {
+	records := map[string]state.PredecessorStop{}
+	for _, s := range e.p.Machine().PredecessorStops(rev.AgentID) {
+		records[s.RevisionID] = s
+	}
+	cameBack := false
+	for _, p := range e.p.Machine().LiveRevisions(rev.AgentID) {
+		if p.Number >= rev.Number {
+			continue
+		}
+		rec, recorded := records[p.ID]
+		if recorded && e.clk.Now().Before(rec.NextCheckAt) {
+			continue
+		}
+		if err := cl.phase(state.PhaseStopping); err != nil {
+			return false, err
+		}
+		res, err := e.d.StopRevision(cl.ctx, p)
+		if err != nil {
+			return false, err
+		}
+		restops := 0
+		if recorded {
+			restops = rec.Restops + 1
+		}
+		next := e.clk.Now().Add(e.cfg.Lease * time.Duration(uint64(1)<<min(restops, 20)))
+		if _, err := cl.propose(state.CmdRecordPredecessor, state.RecordPredecessorStop{ClaimRef: cl.ref,
+			RevisionID: p.ID, Restops: restops, NextCheckAt: next}); err != nil {
+			return false, err
+		}
+		if res.CameBack {
+			cl.log.Warn("predecessor came back", "predecessor", p.ID, "restops", restops)
+			cameBack = true
+		}
+	}
+	return cameBack, nil
+}
+
+// failedPass drops the Agent's predecessor-stop records, so the next pass
+// stops every predecessor again.
+func (e *Engine) failedPass(cl *claim) {
+	if len(e.p.Machine().PredecessorStops(cl.work.AgentID)) == 0 {
+		return
+	}
+	if _, err := cl.propose(state.CmdDropPredecessor, state.DropPredecessorStop{ClaimRef: cl.ref}); err != nil {
+		cl.log.Warn("drop predecessor records failed", "err", err.Error())
+	}
+}
+
+func hasStopRecord(m *state.Machine, agentID, revID string) bool {
+	for _, s := range m.PredecessorStops(agentID) {
+		if s.RevisionID == revID {
+			return true
+		}
+	}
+	return false
+}
+
+// heldDetail keeps the held code and, for MODEL_PROBE_FAILED, its cause.
+func heldDetail(held codes.Code, cause *codes.Cause) string {
+	if cause == nil {
+		return "held " + string(held)
+	}
+	return fmt.Sprintf("held %s cause %s:%s", held, cause.Kind, cause.Detail)
+}

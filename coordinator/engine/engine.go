@@ -1,0 +1,248 @@
+// Package engine is the activation engine. It runs on the Raft leader only:
+// it claims revision work under a lease, realizes it through a
+// compute.Driver, and records every step as a replicated command (seed 000
+// step 3, REFERENCE §6). A lost claim fails closed: nothing more is written.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	mrand "math/rand/v2"
+	"sync"
+	"time"
+
+	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/state"
+)
+
+// Defaults, with the reference worker's numbers (REFERENCE §6.1–6.2).
+const (
+	DefaultLease             = 5 * time.Second   // claim lease; renewed every lease/3
+	DefaultBackoffBase       = time.Second       // retry delay 1 s·2^(attempt−1) …
+	DefaultBackoffMax        = 300 * time.Second // … capped at 300 s, jittered
+	DefaultReadinessMin      = 500 * time.Millisecond
+	DefaultReadinessMax      = 5 * time.Second
+	DefaultReadinessDivisor  = 40                // re-observe after age/40, clamped to [min, max]
+	DefaultConvergenceWindow = 900 * time.Second // a revision not ready by then fails
+	DefaultPollInterval      = 250 * time.Millisecond
+	DefaultConcurrency       = 8 // Agents processed in parallel (one claim per Agent)
+)
+
+// Proposer replicates commands. The Raft store implements it on the leader.
+type Proposer interface {
+	// Propose stamps the leader's time on a command, replicates it and
+	// applies it, returning state.Machine.ApplyCommand's result and error.
+	Propose(ctx context.Context, typ string, payload any) (any, error)
+	// VerifyLeader confirms this node still leads (a quorum round trip).
+	VerifyLeader(ctx context.Context) error
+	// Machine is the local replica, read for scheduling and re-validation.
+	Machine() *state.Machine
+}
+
+// Config tunes the engine; zero fields take the defaults above.
+type Config struct {
+	// Owner prefixes claim owners (e.g. the node ID); every Run appends a
+	// random suffix so claims of an earlier leadership term are never ours.
+	Owner             string
+	Lease             time.Duration
+	BackoffBase       time.Duration
+	BackoffMax        time.Duration
+	ReadinessMin      time.Duration
+	ReadinessMax      time.Duration
+	ReadinessDivisor  int
+	ConvergenceWindow time.Duration
+	PollInterval      time.Duration
+	Concurrency       int
+	// ComputeID is the compute target revisions must name; empty means the
+	// driver's Capabilities().Name. A revision with an empty ComputeID runs
+	// on the default target.
+	ComputeID string
+	// Seed seeds the backoff jitter (0 picks one at random).
+	Seed uint64
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.Lease, DefaultLease)
+	def(&c.BackoffBase, DefaultBackoffBase)
+	def(&c.BackoffMax, DefaultBackoffMax)
+	def(&c.ReadinessMin, DefaultReadinessMin)
+	def(&c.ReadinessMax, DefaultReadinessMax)
+	def(&c.ConvergenceWindow, DefaultConvergenceWindow)
+	def(&c.PollInterval, DefaultPollInterval)
+	if c.ReadinessDivisor <= 0 {
+		c.ReadinessDivisor = DefaultReadinessDivisor
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Owner == "" {
+		c.Owner = "engine"
+	}
+	return c
+}
+
+// Engine is the activation engine.
+type Engine struct {
+	cfg    Config
+	p      Proposer
+	d      compute.Driver
+	caps   compute.Capabilities
+	clk    Clock
+	log    *slog.Logger
+	notify chan struct{}
+
+	rngMu sync.Mutex
+	rng   *mrand.Rand
+
+	busyMu sync.Mutex
+	busy   map[string]bool // Agents with a claim processed by this engine
+}
+
+// New returns an engine; log may be nil.
+func New(cfg Config, p Proposer, d compute.Driver, clk Clock, log *slog.Logger) *Engine {
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if clk == nil {
+		clk = RealClock{}
+	}
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = mrand.Uint64()
+	}
+	caps := d.Capabilities()
+	if cfg.ComputeID == "" {
+		cfg.ComputeID = caps.Name
+	}
+	return &Engine{cfg: cfg, p: p, d: d, caps: caps, clk: clk, log: log.With("component", "engine"),
+		notify: make(chan struct{}, 1), rng: mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		busy: map[string]bool{}}
+}
+
+// Notify wakes the engine (new work was admitted). It never blocks.
+func (e *Engine) Notify() {
+	select {
+	case e.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Run claims and processes work until ctx is done (leadership lost), then
+// waits for its workers, which stop writing as soon as ctx is done.
+func (e *Engine) Run(ctx context.Context) error {
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	owner := e.cfg.Owner + "/" + hex.EncodeToString(suffix)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	m := e.p.Machine()
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		changed := m.Changed()
+		now := e.clk.Now()
+		e.expire(ctx, now)
+		for _, w := range m.Claimable(now) {
+			if !e.reserve(w.AgentID) {
+				continue
+			}
+			res, err := e.p.Propose(ctx, state.CmdClaimWork, state.ClaimWork{WorkID: w.ID, Owner: owner,
+				LeaseExpiry: now.Add(e.cfg.Lease)})
+			if err != nil {
+				e.release(w.AgentID)
+				if !errors.Is(err, state.ErrNotClaimable) {
+					e.log.Warn("claim failed", "work", w.ID, "err", err.Error())
+				}
+				continue
+			}
+			cr := res.(*state.ClaimResult)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer e.release(cr.Work.AgentID)
+				e.process(ctx, owner, cr.Work)
+			}()
+		}
+		wait := e.cfg.PollInterval
+		if next, ok := m.NextWakeup(now); ok && next.Sub(now) < wait {
+			wait = next.Sub(now)
+		}
+		select {
+		case <-ctx.Done():
+		case <-e.notify:
+		case <-changed:
+		case <-e.clk.After(wait):
+		}
+	}
+}
+
+// expire fails work that ran out of attempts (MAX_ATTEMPTS_EXHAUSTED).
+func (e *Engine) expire(ctx context.Context, now time.Time) {
+	for _, w := range e.p.Machine().Exhausted(now) {
+		if _, err := e.p.Propose(ctx, state.CmdExpireWork, state.ExpireWork{WorkID: w.ID}); err == nil {
+			e.log.Info("work exhausted", "work", w.ID, "agent", w.AgentID, "code", state.CodeMaxAttemptsExhausted)
+		}
+	}
+}
+
+// reserve marks an Agent in flight locally, bounded by Concurrency.
+func (e *Engine) reserve(agentID string) bool {
+	e.busyMu.Lock()
+	defer e.busyMu.Unlock()
+	if e.busy[agentID] || len(e.busy) >= e.cfg.Concurrency {
+		return false
+	}
+	e.busy[agentID] = true
+	return true
+}
+
+func (e *Engine) release(agentID string) {
+	e.busyMu.Lock()
+	delete(e.busy, agentID)
+	e.busyMu.Unlock()
+	e.Notify()
+}
+
+// backoff is min(max, base·2^(attempt−1)), jittered into [d/2, d].
+func (e *Engine) backoff(attempt int) time.Duration {
+	d := e.cfg.BackoffBase
+	for i := 1; i < attempt && d < e.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, e.cfg.BackoffMax)
+	e.rngMu.Lock()
+	j := time.Duration(e.rng.Int64N(int64(d/2) + 1))
+	e.rngMu.Unlock()
+	return d/2 + j
+}
+
+// readinessDelay is age/divisor clamped to [ReadinessMin, ReadinessMax].
+func (e *Engine) readinessDelay(age time.Duration) time.Duration {
+	return min(max(age/time.Duration(e.cfg.ReadinessDivisor), e.cfg.ReadinessMin), e.cfg.ReadinessMax)
+}
+
+// process runs one claimed work item under its lease.
+func (e *Engine) process(ctx context.Context, owner string, w state.Work) {
+	cl := e.newClaim(ctx, owner, w)
+	defer cl.close()
+	switch w.Kind {
+	case state.WorkActivate:
+		e.activate(cl)
+	case state.WorkStop:
+		e.stop(cl)
+	case state.WorkDelete:
+		e.remove(cl)
+	default:
+		cl.fail(CodeInvalidTarget, "unknown work kind "+w.Kind)
+	}
+}

@@ -1,0 +1,272 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Resource commands: Namespaces, Configurations, Agents, admission and the
+// stop/delete requests.
+
+func utc(t time.Time) time.Time { return t.UTC().Round(0) }
+
+// compactDocument validates and canonicalizes a native document so the
+// stored bytes (and so the snapshot) do not depend on the client's spacing.
+func compactDocument(doc json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(doc)) == 0 || bytes.Equal(bytes.TrimSpace(doc), []byte("null")) {
+		return nil, fmt.Errorf("%w: document is required", ErrInvalid)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, doc); err != nil {
+		return nil, fmt.Errorf("%w: document: %w", ErrInvalid, err)
+	}
+	return buf.Bytes(), nil
+}
+
+func validMode(m string) bool { return m == ModeEmbedded || m == ModeDedicated }
+
+func applyCreateNamespace(d *data, c Command, p CreateNamespace) (any, error) {
+	if p.ID == "" || p.Name == "" {
+		return nil, fmt.Errorf("%w: id and name are required", ErrInvalid)
+	}
+	if _, ok := d.namespaces[p.ID]; ok {
+		return nil, fmt.Errorf("%w: namespace %q exists", ErrConflict, p.ID)
+	}
+	for _, ns := range d.namespaces {
+		if ns.Name == p.Name {
+			return nil, fmt.Errorf("%w: namespace name %q is taken", ErrConflict, p.Name)
+		}
+	}
+	ns := Namespace{ID: p.ID, Name: p.Name, CreatedAt: c.Time}
+	d.namespaces[ns.ID] = ns
+	return ns, nil
+}
+
+func applyPutConfiguration(d *data, c Command, p PutConfiguration) (any, error) {
+	if p.ID == "" || p.NamespaceID == "" || p.Name == "" {
+		return nil, fmt.Errorf("%w: id, namespaceId and name are required", ErrInvalid)
+	}
+	doc, err := compactDocument(p.Document)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := d.namespaces[p.NamespaceID]; !ok {
+		return nil, fmt.Errorf("%w: namespace %q", ErrNotFound, p.NamespaceID)
+	}
+	prev, exists := d.configurations[p.ID]
+	if exists && prev.NamespaceID != p.NamespaceID {
+		return nil, fmt.Errorf("%w: configuration %q belongs to another namespace", ErrConflict, p.ID)
+	}
+	for _, cf := range d.configurations {
+		if cf.ID != p.ID && cf.NamespaceID == p.NamespaceID && cf.Name == p.Name {
+			return nil, fmt.Errorf("%w: configuration name %q is taken", ErrConflict, p.Name)
+		}
+	}
+	cf := Configuration{ID: p.ID, NamespaceID: p.NamespaceID, Name: p.Name, Generation: 1,
+		Document: doc, CreatedAt: c.Time, UpdatedAt: c.Time}
+	if exists {
+		cf.Generation = prev.Generation + 1
+		cf.CreatedAt = prev.CreatedAt
+	}
+	d.configurations[cf.ID] = cf
+	return cloneConfiguration(cf), nil
+}
+
+func applyCreateAgent(d *data, c Command, p CreateAgent) (any, error) {
+	if p.ID == "" || p.NamespaceID == "" || p.Name == "" || p.ConfigurationID == "" {
+		return nil, fmt.Errorf("%w: id, namespaceId, name and configurationId are required", ErrInvalid)
+	}
+	mode := p.ExecutionMode
+	if mode == "" {
+		mode = ModeEmbedded
+	}
+	if !validMode(mode) {
+		return nil, fmt.Errorf("%w: execution mode %q", ErrInvalid, mode)
+	}
+	if _, ok := d.namespaces[p.NamespaceID]; !ok {
+		return nil, fmt.Errorf("%w: namespace %q", ErrNotFound, p.NamespaceID)
+	}
+	if cf, ok := d.configurations[p.ConfigurationID]; !ok || cf.NamespaceID != p.NamespaceID {
+		return nil, fmt.Errorf("%w: configuration %q in namespace %q", ErrNotFound, p.ConfigurationID, p.NamespaceID)
+	}
+	if _, ok := d.agents[p.ID]; ok {
+		return nil, fmt.Errorf("%w: agent %q exists", ErrConflict, p.ID)
+	}
+	for _, a := range d.agents {
+		if a.NamespaceID == p.NamespaceID && a.Name == p.Name {
+			return nil, fmt.Errorf("%w: agent name %q is taken", ErrConflict, p.Name)
+		}
+	}
+	a := Agent{ID: p.ID, NamespaceID: p.NamespaceID, Name: p.Name, ExecutionMode: mode,
+		ConfigurationID: p.ConfigurationID, HarnessAuth: cloneAuth(p.HarnessAuth), ComputeID: p.ComputeID,
+		Plugins: cloneStrings(p.Plugins), CreatedAt: c.Time, UpdatedAt: c.Time}
+	d.agents[a.ID] = a
+	return cloneAgent(a), nil
+}
+
+func applyUpdateAgent(d *data, c Command, p UpdateAgent) (any, error) {
+	a, ok := d.agents[p.AgentID]
+	if !ok {
+		return nil, fmt.Errorf("%w: agent %q", ErrNotFound, p.AgentID)
+	}
+	if a.Deleting {
+		return nil, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
+	}
+	if p.ExecutionMode != nil {
+		if !validMode(*p.ExecutionMode) {
+			return nil, fmt.Errorf("%w: execution mode %q", ErrInvalid, *p.ExecutionMode)
+		}
+		a.ExecutionMode = *p.ExecutionMode
+	}
+	if p.ConfigurationID != nil {
+		if cf, ok := d.configurations[*p.ConfigurationID]; !ok || cf.NamespaceID != a.NamespaceID {
+			return nil, fmt.Errorf("%w: configuration %q in namespace %q", ErrNotFound, *p.ConfigurationID, a.NamespaceID)
+		}
+		a.ConfigurationID = *p.ConfigurationID
+	}
+	if p.HarnessAuth != nil {
+		a.HarnessAuth = cloneAuth(p.HarnessAuth)
+	}
+	if p.ComputeID != nil {
+		a.ComputeID = *p.ComputeID
+	}
+	if p.Plugins != nil {
+		a.Plugins = cloneStrings(*p.Plugins)
+	}
+	a.UpdatedAt = c.Time
+	d.agents[a.ID] = a
+	return cloneAgent(a), nil
+}
+
+func maxAttempts(n int) (int, error) {
+	if n < 0 {
+		return 0, fmt.Errorf("%w: maxAttempts %d", ErrInvalid, n)
+	}
+	if n == 0 {
+		return DefaultMaxAttempts, nil
+	}
+	return n, nil
+}
+
+func applyAdmitRevision(d *data, c Command, p AdmitRevision) (any, error) {
+	r := p.Revision
+	if r.ID == "" || r.AgentID == "" || p.WorkID == "" {
+		return nil, fmt.Errorf("%w: revision id, agentId and workId are required", ErrInvalid)
+	}
+	if !validMode(r.Mode) {
+		return nil, fmt.Errorf("%w: revision mode %q", ErrInvalid, r.Mode)
+	}
+	if r.Harness.ID != HarnessOpenClaw && r.Harness.ID != HarnessCodex {
+		return nil, fmt.Errorf("%w: harness %q", ErrInvalid, r.Harness.ID)
+	}
+	doc, err := compactDocument(r.Document)
+	if err != nil {
+		return nil, err
+	}
+	ma, err := maxAttempts(p.MaxAttempts)
+	if err != nil {
+		return nil, err
+	}
+	a, ok := d.agents[r.AgentID]
+	if !ok {
+		return nil, fmt.Errorf("%w: agent %q", ErrNotFound, r.AgentID)
+	}
+	if r.NamespaceID != a.NamespaceID {
+		return nil, fmt.Errorf("%w: revision namespace %q is not the agent's", ErrInvalid, r.NamespaceID)
+	}
+	if a.Deleting {
+		return nil, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
+	}
+	if _, ok := d.revisions[r.ID]; ok {
+		return nil, fmt.Errorf("%w: revision %q exists", ErrConflict, r.ID)
+	}
+	if _, ok := d.work[p.WorkID]; ok {
+		return nil, fmt.Errorf("%w: work %q exists", ErrConflict, p.WorkID)
+	}
+	cf, ok := d.configurations[r.ConfigurationID]
+	if !ok {
+		return nil, fmt.Errorf("%w: configuration %q", ErrNotFound, r.ConfigurationID)
+	}
+	if r.ConfigurationID != a.ConfigurationID {
+		return nil, fmt.Errorf("%w: agent %q now uses configuration %q", ErrConflict, a.ID, a.ConfigurationID)
+	}
+	if r.Mode != a.ExecutionMode {
+		return nil, fmt.Errorf("%w: agent %q now runs %s, admission froze %s", ErrConflict, a.ID, a.ExecutionMode, r.Mode)
+	}
+	if cf.Generation != r.ConfigurationGeneration {
+		return nil, fmt.Errorf("%w: configuration %q is at generation %d, admission saw %d",
+			ErrConflict, cf.ID, cf.Generation, r.ConfigurationGeneration)
+	}
+	a.RevisionCount++
+	a.UpdatedAt = c.Time
+	r.Number = a.RevisionCount
+	r.Document = doc
+	r.Status = RevisionPending
+	r.FailureCode, r.FailureDetail = "", ""
+	r.CreatedAt = c.Time
+	r.HarnessAuth = cloneAuth(r.HarnessAuth)
+	r.Plugins = cloneStrings(r.Plugins)
+	w := Work{ID: p.WorkID, Kind: WorkActivate, NamespaceID: a.NamespaceID, AgentID: a.ID, RevisionID: r.ID,
+		State: WorkQueued, Phase: PhaseQueued, MaxAttempts: ma, AvailableAt: c.Time, Actor: c.Actor,
+		CreatedAt: c.Time, UpdatedAt: c.Time}
+	d.agents[a.ID] = a
+	d.addRevision(r)
+	d.putWork(w)
+	d.appendAudit(c.Time, c.Actor, AuditDeploy, a, r.ID, map[string]string{"number": strconv.FormatInt(r.Number, 10), "workId": w.ID})
+	return cloneRevision(r), nil
+}
+
+func applyRequestStop(d *data, c Command, p RequestStop) (any, error) {
+	return requestWork(d, c, p.AgentID, p.WorkID, p.MaxAttempts, WorkStop)
+}
+
+func applyRequestDelete(d *data, c Command, p RequestDelete) (any, error) {
+	return requestWork(d, c, p.AgentID, p.WorkID, p.MaxAttempts, WorkDelete)
+}
+
+// requestWork enqueues stop or delete work; delete also marks the Agent
+// deleting so no further revision is admitted.
+func requestWork(d *data, c Command, agentID, workID string, n int, kind string) (any, error) {
+	if agentID == "" || workID == "" {
+		return nil, fmt.Errorf("%w: agentId and workId are required", ErrInvalid)
+	}
+	ma, err := maxAttempts(n)
+	if err != nil {
+		return nil, err
+	}
+	a, ok := d.agents[agentID]
+	if !ok {
+		return nil, fmt.Errorf("%w: agent %q", ErrNotFound, agentID)
+	}
+	if a.Deleting {
+		return nil, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
+	}
+	if _, ok := d.work[workID]; ok {
+		return nil, fmt.Errorf("%w: work %q exists", ErrConflict, workID)
+	}
+	w := Work{ID: workID, Kind: kind, NamespaceID: a.NamespaceID, AgentID: a.ID, RevisionID: a.ActiveRevisionID,
+		State: WorkQueued, Phase: PhaseQueued, MaxAttempts: ma, AvailableAt: c.Time, Actor: c.Actor,
+		CreatedAt: c.Time, UpdatedAt: c.Time}
+	if kind == WorkDelete {
+		a.Deleting = true
+		a.UpdatedAt = c.Time
+		d.agents[a.ID] = a
+	}
+	d.putWork(w)
+	return w, nil
+}
+
+func applySetInstallation(d *data, _ Command, p SetInstallation) (any, error) {
+	d.installation = p.Installation
+	return p.Installation, nil
+}
+
+// appendAudit appends one record with the next Seq.
+func (d *data) appendAudit(t time.Time, actor, action string, a Agent, revisionID string, details map[string]string) {
+	d.auditSeq++
+	d.audit = append(d.audit, AuditRecord{Seq: d.auditSeq, Time: t, Action: action, Actor: actor,
+		NamespaceID: a.NamespaceID, AgentID: a.ID, RevisionID: revisionID, Details: details})
+}

@@ -1,0 +1,118 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Encode builds the bytes of one log entry: a Command envelope carrying the
+// leader-stamped time (normalized to UTC), the actor and the JSON payload.
+func Encode(typ string, t time.Time, actor string, payload any) ([]byte, error) {
+	p, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode %s payload: %w", ErrInvalid, typ, err)
+	}
+	b, err := json.Marshal(Command{Type: typ, Time: t.UTC().Round(0), Actor: actor, Payload: p})
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode %s: %w", ErrInvalid, typ, err)
+	}
+	return b, nil
+}
+
+// ApplyBytes strictly decodes one log entry (unknown fields or trailing data
+// are ErrInvalid) and applies it.
+func (m *Machine) ApplyBytes(entry []byte) (any, error) {
+	var c Command
+	if err := decodeStrict(entry, &c); err != nil {
+		return nil, fmt.Errorf("%w: entry: %w", ErrInvalid, err)
+	}
+	return m.ApplyCommand(c)
+}
+
+// decodeStrict decodes exactly one JSON value into v, rejecting unknown
+// fields and trailing data.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after JSON value")
+	}
+	return nil
+}
+
+// ApplyCommand applies one decoded log entry. It returns the created or
+// changed entity (a copy; *ClaimResult for ClaimWork) or an error wrapping one
+// of the sentinels in commands.go. A failed command changes nothing.
+func (m *Machine) ApplyCommand(c Command) (any, error) {
+	if c.Time.IsZero() {
+		return nil, fmt.Errorf("%w: %s: entry has no time", ErrInvalid, c.Type)
+	}
+	c.Time = c.Time.UTC().Round(0)
+	h, ok := handlers[c.Type]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown command type %q", ErrInvalid, c.Type)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	res, err := h(&m.d, c)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Type, err)
+	}
+	m.bump()
+	return res, nil
+}
+
+// handler validates a command completely before it mutates anything, so an
+// error always leaves the state unchanged.
+type handler func(d *data, c Command) (any, error)
+
+var handlers map[string]handler
+
+func init() {
+	handlers = map[string]handler{
+		CmdCreateNamespace:    typed(applyCreateNamespace),
+		CmdPutConfiguration:   typed(applyPutConfiguration),
+		CmdCreateAgent:        typed(applyCreateAgent),
+		CmdUpdateAgent:        typed(applyUpdateAgent),
+		CmdAdmitRevision:      typed(applyAdmitRevision),
+		CmdRequestStop:        typed(applyRequestStop),
+		CmdRequestDelete:      typed(applyRequestDelete),
+		CmdClaimWork:          typed(applyClaimWork),
+		CmdRenewClaim:         typed(applyRenewClaim),
+		CmdSetWorkPhase:       typed(applySetWorkPhase),
+		CmdRequeueWork:        typed(applyRequeueWork),
+		CmdFailWork:           typed(applyFailWork),
+		CmdSupersedeWork:      typed(applySupersedeWork),
+		CmdRecordPredecessor:  typed(applyRecordPredecessorStop),
+		CmdDropPredecessor:    typed(applyDropPredecessorStop),
+		CmdActivateRevision:   typed(applyActivateRevision),
+		CmdCompleteActivation: typed(applyCompleteActivation),
+		CmdSetRevisionStatus:  typed(applySetRevisionStatus),
+		CmdCompleteStop:       typed(applyCompleteStop),
+		CmdCompleteDeletion:   typed(applyCompleteDeletion),
+		CmdSetInstallation:    typed(applySetInstallation),
+		CmdExpireWork:         typed(applyExpireWork),
+	}
+}
+
+// typed adapts a payload-specific apply function, decoding the payload
+// strictly first.
+func typed[P any](f func(d *data, c Command, p P) (any, error)) handler {
+	return func(d *data, c Command) (any, error) {
+		var p P
+		if len(c.Payload) == 0 {
+			return nil, fmt.Errorf("%w: missing payload", ErrInvalid)
+		}
+		if err := decodeStrict(c.Payload, &p); err != nil {
+			return nil, fmt.Errorf("%w: payload: %w", ErrInvalid, err)
+		}
+		return f(d, c, p)
+	}
+}

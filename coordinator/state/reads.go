@@ -1,0 +1,243 @@
+package state
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Reads. Each returns copies in a deterministic order.
+
+// Namespace returns one Namespace.
+func (m *Machine) Namespace(id string) (Namespace, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	ns, ok := m.d.namespaces[id]
+	return ns, ok
+}
+
+// Namespaces returns every Namespace ordered by ID.
+func (m *Machine) Namespaces() []Namespace {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return sortedValues(m.d.namespaces, func(Namespace) bool { return true }, func(n Namespace) Namespace { return n },
+		func(a, b Namespace) int { return cmp.Compare(a.ID, b.ID) })
+}
+
+// Configuration returns one Configuration.
+func (m *Machine) Configuration(id string) (Configuration, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	c, ok := m.d.configurations[id]
+	return cloneConfiguration(c), ok
+}
+
+// Configurations returns a Namespace's Configurations ("" = all) ordered by ID.
+func (m *Machine) Configurations(nsID string) []Configuration {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return sortedValues(m.d.configurations, func(c Configuration) bool { return nsID == "" || c.NamespaceID == nsID },
+		cloneConfiguration, func(a, b Configuration) int { return cmp.Compare(a.ID, b.ID) })
+}
+
+// Agent returns one Agent.
+func (m *Machine) Agent(id string) (Agent, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	a, ok := m.d.agents[id]
+	return cloneAgent(a), ok
+}
+
+// Agents returns a Namespace's Agents ("" = all) ordered by ID.
+func (m *Machine) Agents(nsID string) []Agent {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return sortedValues(m.d.agents, func(a Agent) bool { return nsID == "" || a.NamespaceID == nsID },
+		cloneAgent, func(a, b Agent) int { return cmp.Compare(a.ID, b.ID) })
+}
+
+// Revision returns one Revision.
+func (m *Machine) Revision(id string) (Revision, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	r, ok := m.d.revisions[id]
+	return cloneRevision(r), ok
+}
+
+// Revisions returns an Agent's revisions ordered by Number.
+func (m *Machine) Revisions(agentID string) []Revision {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	ids := m.d.agentRevs[agentID]
+	out := make([]Revision, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, cloneRevision(m.d.revisions[id]))
+	}
+	return out
+}
+
+// LatestRevision returns an Agent's revision with the highest Number.
+func (m *Machine) LatestRevision(agentID string) (Revision, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	ids := m.d.agentRevs[agentID]
+	if len(ids) == 0 {
+		return Revision{}, false
+	}
+	return cloneRevision(m.d.revisions[ids[len(ids)-1]]), true
+}
+
+// LiveRevisions returns an Agent's revisions that are not retired (they may
+// still hold runtime resources), ordered by Number.
+func (m *Machine) LiveRevisions(agentID string) []Revision {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []Revision
+	for _, id := range m.d.agentRevs[agentID] {
+		if r := m.d.revisions[id]; r.Status != RevisionRetired {
+			out = append(out, cloneRevision(r))
+		}
+	}
+	return out
+}
+
+// Work returns one work item.
+func (m *Machine) Work(id string) (Work, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	w, ok := m.d.work[id]
+	return w, ok
+}
+
+// WorkFilter selects work items; empty fields match everything.
+type WorkFilter struct {
+	State   string
+	Kind    string
+	AgentID string
+}
+
+// WorkItems returns the matching work ordered by CreatedAt, then ID.
+func (m *Machine) WorkItems(f WorkFilter) []Work {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return sortedValues(m.d.work, func(w Work) bool {
+		return (f.State == "" || w.State == f.State) && (f.Kind == "" || w.Kind == f.Kind) &&
+			(f.AgentID == "" || w.AgentID == f.AgentID)
+	}, func(w Work) Work { return w }, workOrder)
+}
+
+func workOrder(a, b Work) int {
+	return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+}
+
+// Claimable returns, at most one per Agent, the work a ClaimWork at time now
+// would accept: queued and available or claimed with an expired lease, with
+// attempts left, and no live claim on the Agent. Order: AvailableAt,
+// CreatedAt, ID (the reference queue's order). The engine polls it.
+func (m *Machine) Claimable(now time.Time) []Work {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	busy := map[string]bool{}
+	open := m.openWork()
+	for _, w := range open {
+		if w.State == WorkClaimed && !now.After(w.LeaseExpiry) {
+			busy[w.AgentID] = true
+		}
+	}
+	cands := sortedValues(open, func(w Work) bool {
+		ready := (w.State == WorkQueued && !w.AvailableAt.After(now)) || (w.State == WorkClaimed && now.After(w.LeaseExpiry))
+		return ready && w.Attempts < w.MaxAttempts && !busy[w.AgentID]
+	}, func(w Work) Work { return w }, func(a, b Work) int {
+		return cmp.Or(a.AvailableAt.Compare(b.AvailableAt), workOrder(a, b))
+	})
+	var out []Work
+	for _, w := range cands {
+		if !busy[w.AgentID] {
+			busy[w.AgentID] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// Exhausted returns work ExpireWork would fail at time now: queued, or
+// claimed with an expired lease, without attempts left.
+func (m *Machine) Exhausted(now time.Time) []Work {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return sortedValues(m.openWork(), func(w Work) bool {
+		stale := w.State == WorkQueued || (w.State == WorkClaimed && now.After(w.LeaseExpiry))
+		return stale && w.Attempts >= w.MaxAttempts
+	}, func(w Work) Work { return w }, workOrder)
+}
+
+// NextWakeup returns the earliest future time at which some work may become
+// claimable (a queued AvailableAt or a lease expiry after now); ok is false
+// when there is none.
+func (m *Machine) NextWakeup(now time.Time) (t time.Time, ok bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for id := range m.d.open {
+		w := m.d.work[id]
+		var at time.Time
+		switch w.State {
+		case WorkQueued:
+			at = w.AvailableAt
+		case WorkClaimed:
+			at = w.LeaseExpiry.Add(time.Nanosecond)
+		default:
+			continue
+		}
+		if at.After(now) && (!ok || at.Before(t)) {
+			t, ok = at, true
+		}
+	}
+	return t, ok
+}
+
+// PredecessorStops returns an Agent's predecessor-stop records, oldest first.
+func (m *Machine) PredecessorStops(agentID string) []PredecessorStop {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return append([]PredecessorStop(nil), m.d.stops[agentID]...)
+}
+
+// Audit returns up to limit records with Seq > afterSeq, in Seq order
+// (limit <= 0 means all).
+func (m *Machine) Audit(afterSeq int64, limit int) []AuditRecord {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	i, _ := slices.BinarySearchFunc(m.d.audit, afterSeq+1, func(r AuditRecord, s int64) int { return cmp.Compare(r.Seq, s) })
+	var out []AuditRecord
+	for ; i < len(m.d.audit) && (limit <= 0 || len(out) < limit); i++ {
+		out = append(out, cloneAudit(m.d.audit[i]))
+	}
+	return out
+}
+
+// Installation returns the installation settings.
+func (m *Machine) Installation() Installation {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.d.installation
+}
+
+func sortedValues[T any](src map[string]T, keep func(T) bool, clone func(T) T, order func(a, b T) int) []T {
+	out := make([]T, 0)
+	for _, v := range src {
+		if keep(v) {
+			out = append(out, clone(v))
+		}
+	}
+	slices.SortFunc(out, order)
+	return out
+}
+
+// openWork returns the queued and claimed work; m.mu is held.
+func (m *Machine) openWork() map[string]Work {
+	out := make(map[string]Work, len(m.d.open))
+	for id := range m.d.open {
+		out[id] = m.d.work[id]
+	}
+	return out
+}
