@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"strings"
 	"syscall"
 
@@ -72,26 +71,20 @@ func classifyOutcome(o outcome, provider string) Result {
 	case o.overflow:
 		return failed(codes.CauseProcessExit, detailMaxBuffer)
 	}
-	if o.state == nil {
+	if o.status == nil {
 		r := failed(codes.CauseWrapperError, "wait")
 		r.Err = o.waitErr
 		return r
 	}
-	if ws, ok := o.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		name := unix.SignalName(ws.Signal())
+	if !o.status.Exited {
+		name := unix.SignalName(o.status.Signal)
 		if name == "" {
-			name = fmt.Sprint(int(ws.Signal()))
+			name = fmt.Sprint(int(o.status.Signal))
 		}
 		return failed(codes.CauseProcessExit, "signal-"+name)
 	}
-	if c := o.state.ExitCode(); c != 0 {
+	if c := o.status.Code; c != 0 {
 		return failed(codes.CauseProcessExit, fmt.Sprintf("exit-%d", c))
-	}
-	var exitErr *exec.ExitError
-	if o.waitErr != nil && !errors.As(o.waitErr, &exitErr) {
-		r := failed(codes.CauseWrapperError, "wait")
-		r.Err = o.waitErr
-		return r
 	}
 	if o.readErr != nil {
 		r := failed(codes.CauseWrapperError, "read")
