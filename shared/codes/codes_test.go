@@ -14,7 +14,7 @@ func TestWellFormed(t *testing.T) {
 		{"READY", true}, {"A", true}, {"MODEL_PROBE_FAILED", true}, {"X9_", true},
 		{"", false}, {"ready", false}, {"9A", false}, {"_A", false}, {"A-B", false},
 		{"A" + string(make([]byte, 64)), false},
-		{"ABCDEFGHIJABCDEFGHIJABCDEFGHIJABCDEFGHIJABCDEFGHIJABCDEFGHIJABCD", true},  // 64
+		{"ABCDEFGHIJABCDEFGHIJABCDEFGHIJABCDEFGHIJABCDEFGHIJABCDEFGHIJABCD", true},   // 64
 		{"ABCDEFGHIJABCDEFGHIJABCDEFGHIJABCDEFGHIJABCDEFGHIJABCDEFGHIJABCDE", false}, // 65
 	} {
 		require.Equal(t, tc.ok, WellFormed(tc.in), tc.in)
