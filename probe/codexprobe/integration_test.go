@@ -6,6 +6,7 @@ package codexprobe
 import (
 	"bytes"
 	"context"
+	"oce.dev/oce/shared/logtest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,7 +28,7 @@ const goodKey = "sk-good-fake-provider-key-0001"
 type realRig struct {
 	cfg  Config
 	fake *fakeprovider.Server
-	logs *syncBuffer
+	logs *logtest.Buffer
 }
 
 // realSetup starts the fake provider (accepting only goodKey unless fo
@@ -48,7 +49,7 @@ func realSetup(t testing.TB, key string, fo fakeprovider.Options) realRig {
 	home := filepath.Join(t.TempDir(), "codex-home")
 	require.NoError(t, os.Mkdir(home, 0o700))
 	require.NoError(t, LoginWithAPIKey(t.Context(), paths.Codex, home, []byte(key)))
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	return realRig{
 		cfg: Config{
 			Codex:     paths.Codex,
@@ -91,7 +92,7 @@ func TestRealCodexReady(t *testing.T) {
 	for _, tool := range []string{"exec_command", "shell", "write_stdin", "view_image", "web_search", "image_generation"} {
 		require.NotContains(t, lr.Tools, tool, "hardened probe declares no execution or external tool")
 	}
-	recs := rig.logs.records(t)
+	recs := rig.logs.Records(t)
 	require.Len(t, recs, 1)
 	require.Equal(t, "READY", recs[0]["code"])
 	require.EqualValues(t, 0, recs[0]["exitCode"])
@@ -156,7 +157,7 @@ func TestRealCodexBadKey(t *testing.T) {
 	require.Equal(t, codes.ClassAuth, r.FailureClass)
 	require.Equal(t, 1, r.Attempts, "401 never retries")
 	require.EqualValues(t, 1, rig.fake.Requests())
-	recs := rig.logs.records(t)
+	recs := rig.logs.Records(t)
 	require.Len(t, recs, 1)
 	require.EqualValues(t, 1, recs[0]["exitCode"])
 	assertNoLeak(t, rig.logs.String())
@@ -195,7 +196,7 @@ func TestRealCodexFaults(t *testing.T) {
 			if c.code == codes.ModelProbeFailed {
 				require.Equal(t, &codes.Cause{Kind: codes.CauseCodexOutcome, Detail: DetailTurnFailed}, r.Cause)
 			}
-			require.Len(t, rig.logs.records(t), c.attempts)
+			require.Len(t, rig.logs.Records(t), c.attempts)
 			assertNoLeak(t, rig.logs.String())
 		})
 	}
@@ -223,7 +224,7 @@ func TestRealCodexSlowProviderTimesOut(t *testing.T) {
 	require.Equal(t, codes.ModelProbeTimeout, r.Code)
 	require.Equal(t, 2, r.Attempts)
 	require.EqualValues(t, 2, rig.fake.Requests())
-	for _, rec := range rig.logs.records(t) {
+	for _, rec := range rig.logs.Records(t) {
 		require.Equal(t, "MODEL_PROBE_TIMEOUT", rec["code"])
 		require.Equal(t, "SIGKILL", rec["signal"])
 	}
@@ -241,7 +242,7 @@ func TestRealCodexSlowProviderRealBudget(t *testing.T) {
 	// delay fit in 61 s, plus the moment it takes to reap a killed group.
 	require.Less(t, r.Elapsed, Budget+2*time.Second)
 	require.Greater(t, r.Elapsed, AttemptCap+RetryDelayMin, "the second attempt ran into the remaining budget")
-	recs := rig.logs.records(t)
+	recs := rig.logs.Records(t)
 	require.Len(t, recs, 2)
 	require.InDelta(t, float64(AttemptCap.Milliseconds()), recs[0]["elapsedMs"], 2000)
 	requireNoCodexLeft(t, rig.cfg)

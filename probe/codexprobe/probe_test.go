@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"oce.dev/oce/shared/logtest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,43 +33,10 @@ func TestMain(m *testing.M) {
 
 const planted = "sk-PLANTED-codexprobe-secret-9f8e7d"
 
-// syncBuffer collects log output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// records parses the JSON log lines.
-func (s *syncBuffer) records(t *testing.T) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.String()), "\n") {
-		if l == "" {
-			continue
-		}
-		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &m))
-		out = append(out, m)
-	}
-	return out
-}
-
-func newJSONLogger(b *syncBuffer) *slog.Logger { return slog.New(slog.NewJSONHandler(b, nil)) }
+func newJSONLogger(b *logtest.Buffer) *slog.Logger { return slog.New(slog.NewJSONHandler(b, nil)) }
 
 // fakeSetup makes a CODEX_HOME with the scenarios and a config running the fake codex.
-func fakeSetup(t *testing.T, scenarios ...string) (Config, *syncBuffer) {
+func fakeSetup(t *testing.T, scenarios ...string) (Config, *logtest.Buffer) {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
@@ -76,7 +44,7 @@ func fakeSetup(t *testing.T, scenarios ...string) (Config, *syncBuffer) {
 	require.NoError(t, os.Symlink(exe, bin))
 	home := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(home, "fake-scenario"), []byte(strings.Join(scenarios, "\n")), 0o600))
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	return Config{
 		Codex:      bin,
 		CodexHome:  home,
@@ -167,7 +135,7 @@ func TestOutcomes(t *testing.T) {
 				require.Equal(t, &codes.Cause{Kind: c.want.kind, Detail: c.want.detail}, r.Cause)
 			}
 			require.Len(t, calls(t, cfg.CodexHome), c.want.attempts, "codex processes started")
-			recs := logs.records(t)
+			recs := logs.Records(t)
 			require.Len(t, recs, c.want.attempts, "one record per attempt")
 			for i, rec := range recs {
 				require.Equal(t, LogEvent, rec["msg"])
@@ -222,7 +190,7 @@ func TestTimeoutKillsWholeGroup(t *testing.T) {
 		requireGone(t, c.Child) // the grandchild died with its group
 		require.Error(t, syscall.Kill(c.Pid, 0))
 	}
-	for _, rec := range logs.records(t) {
+	for _, rec := range logs.Records(t) {
 		require.Equal(t, "SIGKILL", rec["signal"])
 		require.Nil(t, rec["exitCode"])
 		require.Equal(t, "MODEL_PROBE_TIMEOUT", rec["code"])
@@ -314,7 +282,7 @@ func TestSIGTERMDuringBackoffReturnsAtOnce(t *testing.T) {
 		t.Fatal("Run did not return after cancellation during the backoff")
 	}
 	require.Len(t, calls(t, cfg.CodexHome), 1, "no second attempt")
-	require.Len(t, logs.records(t), 1)
+	require.Len(t, logs.Records(t), 1)
 }
 
 func TestSIGTERMDuringAttemptKillsAndReturns(t *testing.T) {
@@ -390,7 +358,7 @@ func TestUnavailable(t *testing.T) {
 		require.Equal(t, codes.Unavailable, r.Code)
 		require.Equal(t, 0, r.Attempts)
 		require.Empty(t, calls(t, cfg.CodexHome))
-		recs := logs.records(t)
+		recs := logs.Records(t)
 		require.Len(t, recs, 1)
 		require.Equal(t, "UNAVAILABLE", recs[0]["code"])
 		assertNoLeak(t, logs.String())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"oce.dev/oce/shared/logtest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,7 +43,7 @@ func sharedCompileCache(t *testing.T) string {
 type realRun struct {
 	opts Options
 	srv  *fakeprovider.Server
-	logs *syncBuffer
+	logs *logtest.Buffer
 }
 
 func realSetup(t *testing.T, api string, fault fakeprovider.Fault) realRun {
@@ -67,7 +68,7 @@ func realSetup(t *testing.T, api string, fault fakeprovider.Fault) realRun {
 		model, base = "anthropic/claude-fake-1", srv.URL()
 	}
 	_, id, _ := strings.Cut(model, "/")
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	return realRun{srv: srv, logs: logs, opts: Options{
 		Command: paths.OpenClawCommand(),
 		Model:   model,

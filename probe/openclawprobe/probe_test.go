@@ -1,17 +1,16 @@
 package openclawprobe
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"oce.dev/oce/shared/logtest"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,43 +33,11 @@ func TestMain(m *testing.M) {
 // plantedKey must never reach a log record or a probe child's argv.
 const plantedKey = "sk-planted-0123456789abcdef-SECRET"
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// records decodes the JSON log lines.
-func (s *syncBuffer) records(t *testing.T) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(s.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
-		out = append(out, m)
-	}
-	return out
-}
-
 type fakeRun struct {
 	opts   Options
 	report string
 	cgroup string
-	logs   *syncBuffer
+	logs   *logtest.Buffer
 }
 
 // fakeSetup returns options that run the fake CLI in scenario, with a fake
@@ -84,7 +51,7 @@ func fakeSetup(t *testing.T, scenario string) fakeRun {
 	require.NoError(t, os.WriteFile(filepath.Join(cg, "cpu.pressure"),
 		[]byte("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"), 0o644))
 	rep := filepath.Join(t.TempDir(), "report.json")
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	return fakeRun{
 		opts: Options{
 			Command:    []string{exe, fakeArg, scenario, rep, cg},
@@ -199,7 +166,7 @@ func TestCapWithoutCounter(t *testing.T) {
 	res := Run(context.Background(), f.opts)
 	require.Equal(t, codes.ModelProbeTimeout, res.Code)
 	require.Nil(t, res.CPUWaitMs)
-	final := f.logs.records(t)
+	final := f.logs.Records(t)
 	last := final[len(final)-1]
 	require.Contains(t, last, "cpuWaitMs")
 	require.Nil(t, last["cpuWaitMs"], "null in the record")
@@ -364,7 +331,7 @@ func TestUnavailableBeforeSpawn(t *testing.T) {
 				require.Empty(t, entries, "no temp dir left behind")
 			}
 			var stages []string
-			for _, r := range f.logs.records(t) {
+			for _, r := range f.logs.Records(t) {
 				if r["msg"] == EventStage {
 					stages = append(stages, r["stage"].(string))
 				}
@@ -416,7 +383,7 @@ func TestLogRecords(t *testing.T) {
 		t.Run(tc.scenario, func(t *testing.T) {
 			f := fakeSetup(t, tc.scenario)
 			res := Run(context.Background(), f.opts)
-			recs := f.logs.records(t)
+			recs := f.logs.Records(t)
 			var stages []string
 			for _, r := range recs[:len(recs)-1] {
 				require.Equal(t, EventStage, r["msg"])

@@ -4,12 +4,12 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"oce.dev/oce/shared/logtest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -85,7 +85,7 @@ func spawnWith(t testing.TB, s *supervise.Supervisor, spec supervise.Spec) *chil
 	pr, pw, err := os.Pipe()
 	require.NoError(t, err)
 	spec.Stdout = pw
-	stderr := &lockedBuffer{}
+	stderr := &logtest.Buffer{}
 	if spec.Stderr == nil {
 		spec.Stderr = stderr
 	}
@@ -265,22 +265,4 @@ func (c *child) expectTermAll(t testing.TB, pids []int) {
 	for len(want) > 0 {
 		delete(want, field(t, c.expect(t, "GOT-TERM"), "pid"))
 	}
-}
-
-// lockedBuffer collects a child's stderr for failure reports.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

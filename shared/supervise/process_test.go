@@ -3,6 +3,7 @@ package supervise_test
 import (
 	"context"
 	"errors"
+	"oce.dev/oce/shared/logtest"
 	"os"
 	"strconv"
 	"strings"
@@ -155,7 +156,7 @@ func TestStopAllReleasesHold(t *testing.T) {
 // open cannot block Wait beyond the drain budget.
 func TestWaitBoundedByDrainBudget(t *testing.T) {
 	marker := "1000." + strconv.Itoa(os.Getpid())
-	var out lockedBuffer
+	var out logtest.Buffer
 	p, err := testSup.Start(context.Background(), supervise.Spec{
 		Path: helper, Args: []string{"escape", marker},
 		Stdout: &out, DrainBudget: 200 * time.Millisecond,
