@@ -1,0 +1,87 @@
+// Command coordinator runs one member of oce's Raft-replicated coordinator.
+// With no flags it is the embedded default: one node with data under
+// ./.oce/coordinator, Raft on 127.0.0.1:7300, HTTP on 127.0.0.1:7400, which
+// bootstraps itself.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"oce.dev/oce/coordinator/engine"
+	"oce.dev/oce/coordinator/server"
+	"oce.dev/oce/coordinator/store"
+)
+
+func main() {
+	if err := command().Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func command() *cobra.Command {
+	var cfg server.Config
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:           "coordinator",
+		Short:         "Run one member of the oce coordinator (Raft-replicated state, API, activation engine)",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			cfg.Log = log
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			go func() {
+				// A second signal after the first stops the process at once.
+				<-ctx.Done()
+				stop()
+				again := make(chan os.Signal, 1)
+				signal.Notify(again, syscall.SIGTERM, syscall.SIGINT)
+				<-again
+				os.Exit(1)
+			}()
+			if err := server.Run(ctx, cfg); err != nil {
+				log.Error("coordinator failed", "error", err.Error())
+				return err
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", env("OCE_DATA_DIR", server.DefaultDataDir), "data directory (env OCE_DATA_DIR)")
+	f.StringVar(&cfg.RaftAddr, "raft-addr", env("OCE_RAFT_ADDR", server.DefaultRaftAddr), "Raft bind address (env OCE_RAFT_ADDR)")
+	f.StringVar(&cfg.RaftAdvertise, "raft-advertise", env("OCE_RAFT_ADVERTISE", ""), "Raft address peers dial; default --raft-addr (env OCE_RAFT_ADVERTISE)")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", env("OCE_HTTP_ADDR", server.DefaultHTTPAddr), "HTTP API listen address (env OCE_HTTP_ADDR)")
+	f.StringVar(&cfg.HTTPAdvertise, "http-advertise", env("OCE_HTTP_ADVERTISE", ""), "HTTP address told to members and clients; default the bound one (env OCE_HTTP_ADVERTISE)")
+	f.StringVar(&cfg.NodeID, "node-id", env("OCE_NODE_ID", ""), "Raft server id; default the stored one, else the host name (env OCE_NODE_ID)")
+	f.StringVar(&cfg.Join, "join", env("OCE_JOIN", ""), "comma-separated HTTP addresses of members to join through; empty bootstraps (env OCE_JOIN)")
+	f.StringVar(&cfg.Driver, "driver", env("OCE_DRIVER", server.DefaultDriver), "compute driver: memory (env OCE_DRIVER)")
+	f.StringVar(&cfg.TokenFile, "token-file", env("OCE_TOKEN_FILE", ""), "bearer token file (0600), created when missing; default <data-dir>/token (env OCE_TOKEN_FILE)")
+	f.StringVar(&logLevel, "log-level", env("OCE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env OCE_LOG_LEVEL)")
+	f.DurationVar(&cfg.Timeouts.Heartbeat, "raft-heartbeat-timeout", store.DefaultHeartbeatTimeout, "Raft heartbeat timeout")
+	f.DurationVar(&cfg.Timeouts.Election, "raft-election-timeout", store.DefaultElectionTimeout, "Raft election timeout")
+	f.DurationVar(&cfg.Timeouts.LeaderLease, "raft-leader-lease-timeout", store.DefaultLeaderLeaseTimeout, "Raft leader lease timeout")
+	f.DurationVar(&cfg.Timeouts.Commit, "raft-commit-timeout", store.DefaultCommitTimeout, "Raft commit timeout")
+	f.IntVar(&cfg.Engine.Concurrency, "engine-concurrency", engine.DefaultConcurrency, "Agents the activation engine processes in parallel")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "graceful stop budget")
+	return cmd
+}

@@ -1,0 +1,50 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/compute/memory"
+	"oce.dev/oce/coordinator/engine"
+	"oce.dev/oce/coordinator/store"
+)
+
+// newDriver builds the selected compute driver.
+func newDriver(cfg Config) (compute.Driver, error) {
+	switch cfg.Driver {
+	case "memory":
+		return memory.New(memory.DefaultCapabilities()), nil
+	}
+	return nil, fmt.Errorf("server: unknown driver %q (have: memory)", cfg.Driver)
+}
+
+// runEngine runs the activation engine for one term of leadership; the
+// store cancels ctx when leadership is lost.
+func runEngine(ctx context.Context, cfg Config, st *store.Store, driver compute.Driver, log *slog.Logger) {
+	ecfg := cfg.Engine
+	ecfg.Owner = st.NodeID()
+	for {
+		e := engine.New(ecfg, st, driver, nil, log)
+		log.Info("activation engine started", "term", st.Stats().Term)
+		err := e.Run(ctx)
+		if ctx.Err() != nil || err == nil || errors.Is(err, context.Canceled) {
+			log.Info("activation engine stopped")
+			return
+		}
+		// Still the leader: an engine must run, so start a fresh one.
+		log.Error("activation engine failed; restarting", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(engineRestartDelay):
+		}
+	}
+}
+
+// engineRestartDelay paces restarts of an engine that failed while this
+// node stayed the leader.
+const engineRestartDelay = time.Second
