@@ -1,0 +1,346 @@
+package clustertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"oce.dev/oce/coordinator/client"
+	"oce.dev/oce/coordinator/store"
+)
+
+// binary is the coordinator built once by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "oce-clustertest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "coordinator")
+	out, err := exec.Command("go", "build", "-o", binary, "oce.dev/oce/cmd/coordinator").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build coordinator: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Waits of the harness; generous because the machine is shared.
+const (
+	clusterWait = 60 * time.Second
+	pollEvery   = 20 * time.Millisecond
+)
+
+// node is one coordinator process.
+type node struct {
+	ID        string
+	IP        string // every member gets its own loopback IP
+	Dir       string
+	RaftBind  string
+	RaftAdv   string // the proxy's address when proxied, else RaftBind
+	HTTPAddr  string
+	Join      string
+	LogPath   string
+	Proxy     *Proxy
+	extraArgs []string
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{}
+	lastExit int // exit code of the last process that ended (-1: by a signal)
+}
+
+// cluster is a set of coordinator processes sharing one token.
+type cluster struct {
+	t         testing.TB
+	Nodes     []*node
+	TokenFile string
+	Token     string
+}
+
+// freePort returns a port free on ip right now.
+func freePort(t testing.TB, ip string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+type clusterOpts struct {
+	size    int
+	proxied bool     // a cuttable proxy in front of every Raft port
+	args    []string // extra coordinator flags
+	ipBase  int      // members use 127.0.0.<ipBase+i>
+}
+
+// startCluster starts size members: the first bootstraps, the others join
+// through it; it returns once every member reports the full membership.
+func startCluster(t testing.TB, o clusterOpts) *cluster {
+	t.Helper()
+	root := t.TempDir()
+	c := &cluster{t: t, TokenFile: filepath.Join(root, "token"), Token: "test-token-" + strings.Repeat("x", 20)}
+	require.NoError(t, os.WriteFile(c.TokenFile, []byte(c.Token+"\n"), 0o600))
+	if o.ipBase == 0 {
+		o.ipBase = 40
+	}
+	for i := 1; i <= o.size; i++ {
+		ip := fmt.Sprintf("127.0.0.%d", o.ipBase+i)
+		n := &node{ID: fmt.Sprintf("n%d", i), IP: ip, Dir: filepath.Join(root, fmt.Sprintf("n%d", i)),
+			RaftBind: freePort(t, ip), HTTPAddr: freePort(t, ip), extraArgs: o.args}
+		n.RaftAdv = n.RaftBind
+		n.LogPath = filepath.Join(root, n.ID+".log")
+		if o.proxied {
+			p, err := NewProxy(net.JoinHostPort(ip, "0"), n.RaftBind)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
+			n.Proxy = p
+			n.RaftAdv = p.Addr()
+		}
+		if i > 1 {
+			n.Join = c.Nodes[0].HTTPAddr
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	t.Cleanup(func() {
+		for _, n := range c.Nodes {
+			n.kill()
+		}
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				b, _ := os.ReadFile(n.LogPath)
+				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+				if len(lines) > 40 {
+					lines = lines[len(lines)-40:]
+				}
+				t.Logf("--- %s log tail ---\n%s", n.ID, strings.Join(lines, "\n"))
+			}
+		}
+	})
+	c.start(c.Nodes[0])
+	c.waitLeader(c.Nodes[:1])
+	for _, n := range c.Nodes[1:] {
+		c.start(n)
+	}
+	c.waitMembers(c.Nodes)
+	return c
+}
+
+func (c *cluster) start(n *node) {
+	c.t.Helper()
+	args := []string{"--data-dir", n.Dir, "--node-id", n.ID, "--raft-addr", n.RaftBind, "--raft-advertise", n.RaftAdv,
+		"--http-addr", n.HTTPAddr, "--token-file", c.TokenFile}
+	if n.Join != "" {
+		args = append(args, "--join", n.Join)
+	}
+	args = append(args, n.extraArgs...)
+	logf, err := os.OpenFile(n.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	require.NoError(c.t, err)
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + n.Dir}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(c.t, cmd.Start())
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logf.Close()
+		n.mu.Lock()
+		n.lastExit = cmd.ProcessState.ExitCode()
+		n.mu.Unlock()
+		close(done)
+	}()
+	n.mu.Lock()
+	n.cmd, n.done = cmd, done
+	n.mu.Unlock()
+}
+
+// kill SIGKILLs the process and waits for it.
+func (n *node) kill() { n.signal(syscall.SIGKILL) }
+
+// stop SIGTERMs the process and waits for it.
+func (n *node) stop() { n.signal(syscall.SIGTERM) }
+
+func (n *node) signal(sig syscall.Signal) {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	<-done
+}
+
+func (n *node) exitCode() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lastExit
+}
+
+func (n *node) running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil
+}
+
+// info is the part of GET /v1/cluster the tests read.
+func (c *cluster) info(ctx context.Context, n *node) (store.ClusterInfo, error) {
+	var info store.ClusterInfo
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	raw, err := c.client(n).Cluster(ctx)
+	if err != nil {
+		return info, err
+	}
+	return info, json.Unmarshal(raw, &info)
+}
+
+func (c *cluster) client(n *node) *client.Client {
+	return client.New(n.HTTPAddr, c.Token, client.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
+}
+
+// waitLeader waits until every running node among ns names the same leader,
+// which is one of them, and returns it.
+func (c *cluster) waitLeader(ns []*node) *node {
+	c.t.Helper()
+	var leader *node
+	require.Eventually(c.t, func() bool {
+		leader = nil
+		id := ""
+		for _, n := range ns {
+			if !n.running() {
+				continue
+			}
+			info, err := c.info(context.Background(), n)
+			if err != nil || info.LeaderID == "" || (id != "" && info.LeaderID != id) {
+				return false
+			}
+			id = info.LeaderID
+		}
+		for _, n := range ns {
+			if n.ID == id {
+				leader = n
+			}
+		}
+		return leader != nil
+	}, clusterWait, pollEvery, "no agreed leader")
+	return leader
+}
+
+// waitMembers waits until every node reports all of ns as voters with HTTP
+// addresses, under one leader.
+func (c *cluster) waitMembers(ns []*node) *node {
+	c.t.Helper()
+	require.Eventually(c.t, func() bool {
+		for _, n := range ns {
+			info, err := c.info(context.Background(), n)
+			if err != nil || info.LeaderID == "" || len(info.Members) != len(ns) {
+				return false
+			}
+			for _, m := range info.Members {
+				if m.HTTPAddr == "" || m.Suffrage != "voter" {
+					return false
+				}
+			}
+		}
+		return true
+	}, clusterWait, pollEvery, "members did not converge")
+	return c.waitLeader(ns)
+}
+
+// converged waits until every node in ns reports the same lastApplied and
+// digest, and returns the digest.
+func (c *cluster) converged(ns []*node) string {
+	c.t.Helper()
+	var digest string
+	require.Eventually(c.t, func() bool {
+		var idx uint64
+		digest = ""
+		for i, n := range ns {
+			info, err := c.info(context.Background(), n)
+			if err != nil {
+				return false
+			}
+			if i == 0 {
+				idx, digest = info.LastApplied, info.Digest
+			} else if info.LastApplied != idx || info.Digest != digest {
+				return false
+			}
+		}
+		return digest != ""
+	}, clusterWait, pollEvery, "state did not converge")
+	return digest
+}
+
+func (c *cluster) nodeByID(id string) *node {
+	for _, n := range c.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	c.t.Fatalf("no node %s", id)
+	return nil
+}
+
+// isolate cuts n off from every other member, both directions.
+func (c *cluster) isolate(n *node) {
+	n.Proxy.Cut()
+	for _, o := range c.Nodes {
+		if o != n {
+			o.Proxy.Block(n.IP)
+		}
+	}
+}
+
+// heal undoes isolate.
+func (c *cluster) heal() {
+	for _, o := range c.Nodes {
+		o.Proxy.Heal()
+	}
+}
+
+// logged reports whether the member's log has a record whose msg is msg.
+func (n *node) logged(t testing.TB, msg string) bool {
+	t.Helper()
+	b, err := os.ReadFile(n.LogPath)
+	require.NoError(t, err)
+	return strings.Contains(string(b), `"msg":"`+msg+`"`)
+}
+
+// loggedWork returns the "work" field of every record of the member's log
+// whose msg is msg.
+func (n *node) loggedWork(t testing.TB, msg string) []string {
+	t.Helper()
+	b, err := os.ReadFile(n.LogPath)
+	require.NoError(t, err)
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		var rec struct {
+			Msg  string `json:"msg"`
+			Work string `json:"work"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == msg && rec.Work != "" {
+			out = append(out, rec.Work)
+		}
+	}
+	return out
+}

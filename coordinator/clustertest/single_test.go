@@ -1,0 +1,28 @@
+package clustertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSingleNodeDeployAndRestart(t *testing.T) {
+	c := startCluster(t, clusterOpts{size: 1, ipBase: 50})
+	ctx := context.Background()
+	names := c.setupWorkload(ctx, t, 5)
+	for _, n := range names {
+		_, err := c.deploy(ctx, n)
+		require.NoError(t, err)
+	}
+	var s snapshotOf
+	require.Eventually(t, func() bool { s = c.read(ctx, t, c.Nodes[0]); return s.settled() }, clusterWait, 50*time.Millisecond)
+	s.checkInvariants(t, 5)
+	want := c.converged(c.Nodes)
+
+	c.Nodes[0].stop()
+	c.start(c.Nodes[0])
+	c.waitLeader(c.Nodes)
+	require.Equal(t, want, c.converged(c.Nodes))
+}

@@ -1,0 +1,214 @@
+package clustertest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"oce.dev/oce/coordinator/admission"
+	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/client"
+	"oce.dev/oce/coordinator/state"
+)
+
+const workloadNS = "load"
+
+// apiCall runs f against the running members in turn until it succeeds or
+// the deadline passes: a killed leader's requests fail and are retried on
+// the next member (followers forward writes to the leader).
+func (c *cluster) apiCall(ctx context.Context, f func(context.Context, *client.Client) error) error {
+	deadline := time.Now().Add(clusterWait)
+	var last error
+	for i := 0; time.Now().Before(deadline); i++ {
+		n := c.Nodes[i%len(c.Nodes)]
+		if !n.running() {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := f(cctx, c.client(n))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		var ae *client.Error
+		if errors.As(err, &ae) && ae.Status/100 == 4 && !errors.Is(err, client.ErrNotLeader) {
+			return err // a real rejection, not a leadership problem
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("no member answered: %w", last)
+}
+
+// setupWorkload creates the Namespace, a Configuration and n Agents.
+func (c *cluster) setupWorkload(ctx context.Context, t testing.TB, n int) []string {
+	t.Helper()
+	require.NoError(t, c.apiCall(ctx, func(ctx context.Context, cl *client.Client) error {
+		_, err := cl.CreateNamespace(ctx, workloadNS)
+		if isConflict(err) {
+			return nil // an earlier attempt committed before its answer was lost
+		}
+		return err
+	}))
+	require.NoError(t, c.apiCall(ctx, func(ctx context.Context, cl *client.Client) error {
+		_, err := cl.CreateConfiguration(ctx, workloadNS, "cfg", json.RawMessage(admission.ExampleEmbeddedAnthropic))
+		if isConflict(err) {
+			return nil
+		}
+		return err
+	}))
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("agent-%04d", i)
+	}
+	parallel(t, names, 8, func(name string) error {
+		return c.apiCall(ctx, func(ctx context.Context, cl *client.Client) error {
+			_, err := cl.CreateAgent(ctx, workloadNS, wire.CreateAgent{Name: name, Configuration: "cfg",
+				HarnessAuth: &state.HarnessAuth{Method: "api_key", CredentialKind: "secret", SourceRef: "secret://load/model#key"}})
+			if isConflict(err) {
+				return nil
+			}
+			return err
+		})
+	})
+	return names
+}
+
+func isConflict(err error) bool {
+	var ae *client.Error
+	return errors.As(err, &ae) && ae.Status == 409
+}
+
+// deploy deploys one Agent through any member.
+func (c *cluster) deploy(ctx context.Context, name string) (wire.DeployResult, error) {
+	var res wire.DeployResult
+	err := c.apiCall(ctx, func(ctx context.Context, cl *client.Client) error {
+		var err error
+		res, err = cl.Deploy(ctx, workloadNS, name, wire.Deploy{})
+		return err
+	})
+	return res, err
+}
+
+// parallel runs f over items with k workers and requires every call to succeed.
+func parallel(t testing.TB, items []string, k int, f func(string) error) {
+	t.Helper()
+	require.NoError(t, parallelErr(items, k, f))
+}
+
+// parallelErr runs f over items with k workers and returns the errors joined.
+func parallelErr(items []string, k int, f func(string) error) error {
+	ch := make(chan string)
+	errs := make(chan error, len(items))
+	var wg sync.WaitGroup
+	for range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range ch {
+				if err := f(it); err != nil {
+					errs <- fmt.Errorf("%s: %w", it, err)
+				}
+			}
+		}()
+	}
+	for _, it := range items {
+		ch <- it
+	}
+	close(ch)
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// snapshotOf is the state a member reports through the API.
+type snapshotOf struct {
+	agents    []state.Agent
+	revisions map[string][]state.Revision // by Agent id
+	audit     []state.AuditRecord
+	work      []state.Work
+}
+
+func (c *cluster) read(ctx context.Context, t testing.TB, n *node) snapshotOf {
+	t.Helper()
+	cl := c.client(n)
+	var s snapshotOf
+	var err error
+	s.agents, err = cl.Agents(ctx, workloadNS)
+	require.NoError(t, err)
+	s.revisions = map[string][]state.Revision{}
+	for _, a := range s.agents {
+		revs, err := cl.Revisions(ctx, workloadNS, a.ID)
+		require.NoError(t, err)
+		s.revisions[a.ID] = revs
+	}
+	for after := int64(0); ; {
+		recs, err := cl.Audit(ctx, after, 1000)
+		require.NoError(t, err)
+		if len(recs) == 0 {
+			break
+		}
+		s.audit = append(s.audit, recs...)
+		after = recs[len(recs)-1].Seq
+	}
+	s.work, err = cl.Work(ctx, client.WorkFilter{})
+	require.NoError(t, err)
+	return s
+}
+
+// settled reports whether every Agent has an active revision and no work is
+// queued or claimed.
+func (s snapshotOf) settled() bool {
+	for _, a := range s.agents {
+		if a.ActiveRevisionID == "" {
+			return false
+		}
+	}
+	for _, w := range s.work {
+		if w.State == state.WorkQueued || w.State == state.WorkClaimed {
+			return false
+		}
+	}
+	return true
+}
+
+// checkInvariants: every Agent has exactly one active revision, which is
+// its activeRevisionId and the newest it was deployed; every activated
+// revision has exactly one activate audit record.
+func (s snapshotOf) checkInvariants(t testing.TB, wantAgents int) {
+	t.Helper()
+	require.Len(t, s.agents, wantAgents)
+	activations := map[string]int{}
+	for _, r := range s.audit {
+		if r.Action == state.AuditActivate {
+			activations[r.RevisionID]++
+		}
+	}
+	for _, a := range s.agents {
+		var active []string
+		for _, r := range s.revisions[a.ID] {
+			if r.Status == state.RevisionActive {
+				active = append(active, r.ID)
+			}
+		}
+		require.Equal(t, []string{a.ActiveRevisionID}, active, "agent %s: exactly one active revision", a.Name)
+		require.Equal(t, 1, activations[a.ActiveRevisionID], "agent %s: one activate audit record", a.Name)
+	}
+	for rev, n := range activations {
+		require.Equal(t, 1, n, "revision %s activated %d times", rev, n)
+	}
+}
