@@ -129,6 +129,9 @@ func TestRealGatewayEnrollServeReconnect(t *testing.T) {
 	cfg := Config{StateDir: gwNode, Workspace: gwWS, EnrollmentFile: enroll, DisplayName: "it-node"}
 	h, stop, done := runHost(t, cfg)
 	waitConnected(t, ctx, op, h.DeviceID())
+	// Connected turns true only after the token is persisted and the
+	// enrollment file deleted (the gateway may list the node a moment earlier).
+	require.Eventually(t, h.Connected, 30*time.Second, 50*time.Millisecond)
 
 	// the one-use enrollment file is consumed; the device token is private
 	_, err := os.Stat(enroll)
