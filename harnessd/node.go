@@ -1,0 +1,103 @@
+package harnessd
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"oce.dev/oce/shared/logging"
+	"oce.dev/oce/shared/supervise"
+)
+
+// Companion workspace node timing (REFERENCE §1.6).
+const (
+	// NodeRestartDelay is the pause before a nodehost that exited is started again.
+	NodeRestartDelay = time.Second
+	// NodeWatchInterval is how often harnessd looks for an enrollment file
+	// or a device token before the node is first started (the coordinator
+	// delivers the one-use enrollment file after the Harness started).
+	NodeWatchInterval = time.Second
+	// NodeTokenFile is nodehost's persisted device token in its state dir.
+	NodeTokenFile = "device-token"
+)
+
+// nodeWanted reports whether the companion node can run: a state directory
+// and either a one-use enrollment file or a stored device token.
+func (h *harness) nodeWanted() bool {
+	c := &h.cfg
+	if c.NodehostStateDir == "" {
+		return false
+	}
+	if c.NodehostEnrollment != "" {
+		if _, err := os.Stat(c.NodehostEnrollment); err == nil {
+			return true
+		}
+	}
+	_, err := os.Stat(filepath.Join(c.NodehostStateDir, NodeTokenFile))
+	return err == nil
+}
+
+// nodeArgs is the companion's command line: the file-only Codex companion.
+func (h *harness) nodeArgs() []string {
+	c := &h.cfg
+	a := []string{"run", "--file-only", "--state-dir", c.NodehostStateDir, "--workspace", c.Workspace}
+	if c.NodehostEnrollment != "" {
+		a = append(a, "--enrollment-file", c.NodehostEnrollment)
+	}
+	if c.NodehostGatewayURL != "" {
+		a = append(a, "--gateway-url", c.NodehostGatewayURL)
+	}
+	return a
+}
+
+// companion supervises nodehost while harnessd serves: started once an
+// enrollment file or device token is present, restarted NodeRestartDelay
+// after every exit, stopped (9 s budget) with harnessd.
+func (h *harness) companion(ctx context.Context) {
+	delay := h.opts.NodeRestartDelay
+	if delay <= 0 {
+		delay = NodeRestartDelay
+	}
+	wait := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	for ctx.Err() == nil {
+		if !h.nodeWanted() {
+			if !wait(NodeWatchInterval) {
+				return
+			}
+			continue
+		}
+		stderr := logging.LineWriter(h.log.With("child", "nodehost"), "stderr", nil)
+		p, err := h.sup.Start(ctx, supervise.Spec{
+			Name: "nodehost", Path: h.cfg.NodehostBin, Args: h.nodeArgs(),
+			Env: baseEnv(), Dir: h.cfg.Workspace, Stderr: stderr,
+			StopBudget: supervise.WorkspaceNodeStopBudget,
+		})
+		if err != nil {
+			_ = stderr.Close()
+			if errors.Is(err, supervise.ErrStopping) {
+				return
+			}
+			logging.Event(ctx, h.log, map[string]any{"event": logging.EventWorkspaceNode, "container": Container, "outcome": logging.OutcomeFailed, "code": "UNAVAILABLE"})
+		} else {
+			logging.Event(ctx, h.log, map[string]any{"event": logging.EventWorkspaceNode, "container": Container, "outcome": logging.OutcomeOK})
+			<-p.Done() // a stop reaches nodehost through the supervisor's signal forwarding
+			_ = stderr.Close()
+			st, _ := p.Status()
+			h.log.Warn("nodehost exited", "status", st.String())
+		}
+		if !wait(delay) {
+			return
+		}
+	}
+}
