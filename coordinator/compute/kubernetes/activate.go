@@ -1,0 +1,77 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/state"
+)
+
+// ActivateRevision implements compute.Driver. It repeats the readiness
+// check before changing routing, points the Agent's Gateway Deployment at
+// the revision (Recreate) when it runs another one, and switches the
+// Gateway and (dedicated) Harness Services to their active selectors.
+func (d *Driver) ActivateRevision(ctx context.Context, rev state.Revision) error {
+	p, err := d.planFor(rev)
+	if err != nil {
+		return err
+	}
+	r, err := d.revisionReadiness(ctx, p)
+	if err != nil {
+		return err
+	}
+	if !r.Ready {
+		return compute.Transient(CodeActivationPending, fmt.Errorf("%w: %s", ErrNotReady, r.Reason))
+	}
+	gw, err := d.c.AppsV1().Deployments(p.gw).Get(ctx, p.n.gateway, metav1.GetOptions{})
+	if err != nil {
+		return transient(err)
+	}
+	if !p.agentOwn.owns(gw.Labels, gw.Annotations, true) {
+		return foreign(p.gw, p.n.gateway)
+	}
+	if gw.Labels[LabelRevision] != rev.ID {
+		_, keys, err := d.credentials(ctx, rev)
+		if err != nil {
+			return err
+		}
+		if err := d.switchGateway(ctx, gw, p, keys); err != nil {
+			return err
+		}
+	}
+	if err := d.route(ctx, p.gw, p.n.gateway, p.agentOwn, gatewayServiceSelector(p, true)); err != nil {
+		return err
+	}
+	if p.topo == topoDedicatedCodex {
+		return d.route(ctx, p.dp, p.n.agent, p.agentOwn, harnessServiceSelector(p, true))
+	}
+	return nil
+}
+
+// route sets an exactly owned Service's selector (conditional update).
+func (d *Driver) route(ctx context.Context, ns, name string, o owner, sel map[string]string) error {
+	svc, err := d.c.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return transient(fmt.Errorf("service %s/%s is missing", ns, name))
+	}
+	if err != nil {
+		return transient(err)
+	}
+	if !o.owns(svc.Labels, svc.Annotations, false) {
+		return foreign(ns, name)
+	}
+	if maps.Equal(svc.Spec.Selector, sel) {
+		return nil
+	}
+	next := svc.DeepCopy()
+	next.Spec.Selector = sel
+	if _, err := d.c.CoreV1().Services(ns).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+		return transient(err)
+	}
+	return nil
+}

@@ -1,0 +1,255 @@
+// Package kubernetes is the coordinator's production compute.Driver: it
+// realizes AgentRevisions as Kubernetes Deployments, Services,
+// NetworkPolicies, PVCs, Secrets and ConfigMaps through client-go (seed 000
+// step 2, seed 002, REFERENCE §5 and §8). Embedded OpenClaw runs one gateway
+// Deployment in the tenant data-plane namespace; dedicated Codex runs its
+// Gateway in the managed Gateway namespace and the Harness (harnessd +
+// nodehost) in the data-plane namespace. Nothing is ever deleted without an
+// exact owner match, and claims are deleted by UID.
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/state"
+)
+
+// Name is the default driver name (a revision's ComputeID).
+const Name = "kubernetes"
+
+// Deadlines and sizes carrying the seeds' and the reference's numbers.
+const (
+	// GatewayTerminationGraceSeconds is the Gateway Pod's
+	// terminationGracePeriodSeconds: the pinned runtime's 330 s stop budget
+	// (315 s drain + 10 s cleanup + 5 s margin, REFERENCE §5.1).
+	GatewayTerminationGraceSeconds = 330
+	// GatewayStopWait bounds the wait for the Gateway Pods to disappear
+	// after deleting its Deployment (330 s + 10 s, REFERENCE §5.3).
+	GatewayStopWait = 340 * time.Second
+	// HarnessStopWait bounds the wait for the Harness Pods (REFERENCE §5.3).
+	HarnessStopWait = 120 * time.Second
+	// StopPollInterval is how often stop polls for remaining Pods.
+	StopPollInterval = 100 * time.Millisecond
+	// ProbePeriodSeconds is the exec readiness probe period (REFERENCE §1.7).
+	ProbePeriodSeconds = 2
+	// StartupProbeFailureThreshold × ProbePeriodSeconds bounds startup
+	// (login, model probe, plugin install) before kubelet restarts it.
+	StartupProbeFailureThreshold = 450
+
+	WorkspaceClaimSize    = "40Gi"
+	GatewayStateClaimSize = "10Gi"
+
+	GatewayPort      = 18789
+	AppServerPort    = 18790
+	PluginStatusPort = 18791
+)
+
+// Sentinel errors callers branch on; the driver wraps them in compute.Error
+// with the codes below.
+var (
+	ErrInvalidTarget   = errors.New("kubernetes: invalid target")
+	ErrForeignWorkload = errors.New("kubernetes: object exists with a different owner")
+	ErrForeignNS       = errors.New("kubernetes: namespace has a different owner")
+	ErrNotReady        = errors.New("kubernetes: revision is not ready")
+	ErrNotEmpty        = errors.New("kubernetes: namespace still holds Agent resources")
+	ErrStillRunning    = errors.New("kubernetes: pods still present after the stop deadline")
+	ErrUnsupported     = errors.New("kubernetes: unsupported topology or harness auth")
+)
+
+// Closed-set codes of the compute.Errors the driver returns.
+const (
+	CodeInvalidTarget      = "INVALID_TARGET"
+	CodeForeignWorkload    = "FOREIGN_WORKLOAD"
+	CodeTransient          = "TRANSIENT_DEPENDENCY"
+	CodeActivationPending  = "ACTIVATION_PENDING"
+	CodeNamespaceNotEmpty  = "NAMESPACE_NOT_EMPTY"
+	CodeStopTimeout        = "STOP_TIMEOUT"
+	CodeUnsupported        = "COMPUTE_DRIVER_MISMATCH"
+	CodeCredentialsMissing = "HARNESS_AUTH_REQUIRED"
+)
+
+// Credentials resolves a revision's harnessAuth binding to the secret bytes
+// the driver delivers into the revision-owned data-plane Secret. The map
+// key is the secret file name (model-api-key, openai-api-key,
+// codex-access-token, …); values never appear in logs or errors.
+type Credentials interface {
+	Resolve(ctx context.Context, rev state.Revision) (map[string][]byte, error)
+}
+
+// CredentialsFunc adapts a function to Credentials.
+type CredentialsFunc func(ctx context.Context, rev state.Revision) (map[string][]byte, error)
+
+// Resolve implements Credentials.
+func (f CredentialsFunc) Resolve(ctx context.Context, rev state.Revision) (map[string][]byte, error) {
+	return f(ctx, rev)
+}
+
+// Config configures the driver. Zero durations take the constants above.
+type Config struct {
+	// Name is the driver name; default Name.
+	Name string
+	// GatewayImage runs gatewayd (and the private-state init container).
+	GatewayImage string
+	// HarnessImage runs harnessd + nodehost.
+	HarnessImage string
+	// StorageClass for both claims; empty uses the cluster default.
+	StorageClass string
+	// NodeSelector places data-plane Pods; GatewayNodeSelector places
+	// dedicated Gateways on the trusted pool (seed 000 step 2).
+	NodeSelector        map[string]string
+	GatewayNodeSelector map[string]string
+	// Credentials delivers the model credential; nil delivers none (the
+	// Pods then hold NOT_CONFIGURED at startup).
+	Credentials Credentials
+	// GatewayStopWait, HarnessStopWait and PollInterval override the stop
+	// deadlines (tests inject shorter ones).
+	GatewayStopWait time.Duration
+	HarnessStopWait time.Duration
+	PollInterval    time.Duration
+	// Logger receives JSON logs; nil discards.
+	Logger *slog.Logger
+}
+
+// Driver is the Kubernetes compute driver.
+type Driver struct {
+	cfg Config
+	c   kubernetes.Interface
+	log *slog.Logger
+
+	mu       sync.Mutex
+	stopped  map[string]bool // revisions this process stopped (CameBack detection)
+	prepared map[string]int  // revision → preparation level reached (cheap re-checks)
+	nsReady  map[string]bool // Namespaces ensured by this process
+}
+
+var _ compute.Driver = (*Driver)(nil)
+
+// New returns a driver over client.
+func New(cfg Config, client kubernetes.Interface) (*Driver, error) {
+	if client == nil {
+		return nil, errors.New("kubernetes: nil client")
+	}
+	if cfg.GatewayImage == "" || cfg.HarnessImage == "" {
+		return nil, errors.New("kubernetes: GatewayImage and HarnessImage are required")
+	}
+	if cfg.Name == "" {
+		cfg.Name = Name
+	}
+	if cfg.GatewayStopWait <= 0 {
+		cfg.GatewayStopWait = GatewayStopWait
+	}
+	if cfg.HarnessStopWait <= 0 {
+		cfg.HarnessStopWait = HarnessStopWait
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = StopPollInterval
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Driver{cfg: cfg, c: client, log: log.With("driver", cfg.Name), stopped: map[string]bool{}, prepared: map[string]int{}, nsReady: map[string]bool{}}, nil
+}
+
+// Capabilities implements compute.Driver: embedded OpenClaw and dedicated
+// Codex (dedicated OpenClaw needs a provisioning SandboxDriver this driver
+// does not have), stopped predecessors for dedicated revisions, activation
+// after the commit.
+func (d *Driver) Capabilities() compute.Capabilities {
+	return compute.Capabilities{
+		Name: d.cfg.Name,
+		Topologies: map[compute.Topology][]string{
+			{Harness: state.HarnessOpenClaw, Mode: state.ModeEmbedded}: {"api_key"},
+			{Harness: state.HarnessCodex, Mode: state.ModeDedicated}:   {"api_key", "codex_pat", "oauth", "chatgpt_service_account", "credential_source"},
+		},
+		StoppedPredecessors: map[string]bool{state.ModeDedicated: true},
+	}
+}
+
+// topology of a revision.
+type topology int
+
+const (
+	topoEmbedded topology = iota + 1
+	topoDedicatedCodex
+)
+
+func topologyOf(rev state.Revision) (topology, error) {
+	switch {
+	case rev.Harness.ID == state.HarnessOpenClaw && rev.Mode == state.ModeEmbedded:
+		return topoEmbedded, nil
+	case rev.Harness.ID == state.HarnessCodex && rev.Mode == state.ModeDedicated:
+		return topoDedicatedCodex, nil
+	}
+	return 0, compute.Permanent(CodeUnsupported, ErrUnsupported)
+}
+
+// gatewayNamespaceOf is where the revision's Gateway runs.
+func gatewayNamespaceOf(rev state.Revision, t topology) string {
+	if t == topoEmbedded {
+		return DataPlaneNamespace(rev.NamespaceID)
+	}
+	return GatewayNamespace(rev.NamespaceID)
+}
+
+func (d *Driver) markStopped(revID string, v bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if v {
+		d.stopped[revID] = true
+	} else {
+		delete(d.stopped, revID)
+	}
+}
+
+func (d *Driver) wasStopped(revID string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stopped[revID]
+}
+
+// Preparation levels a revision reaches (kept in memory only: a new
+// process re-checks everything once).
+const (
+	levelObjects  = 1 // identity, Secrets, claims, Services, ConfigMaps, policies, Harness
+	levelComplete = 2 // and the Gateway needs no further step
+)
+
+func (d *Driver) setPrepared(revID string, level int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if level == 0 {
+		delete(d.prepared, revID)
+	} else {
+		d.prepared[revID] = level
+	}
+}
+
+func (d *Driver) preparedLevel(revID string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.prepared[revID]
+}
+
+func (d *Driver) setNSReady(id string, v bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if v {
+		d.nsReady[id] = true
+	} else {
+		delete(d.nsReady, id)
+	}
+}
+
+func (d *Driver) nsIsReady(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.nsReady[id]
+}

@@ -1,0 +1,86 @@
+package kubernetes
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/state"
+)
+
+// ObserveRevision implements compute.Driver. Dedicated: the Harness must
+// pass ProviderHarnessReady, then the Gateway. Embedded: the Gateway running
+// this revision must pass it; a staged replacement (the Agent's Gateway runs
+// an earlier revision) is ready once its configuration exists, because
+// embedded preparation does not validate the replacement (seed 000 step 3).
+func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compute.Observation, error) {
+	p, err := d.planFor(rev)
+	if err != nil {
+		return compute.Observation{}, err
+	}
+	r, err := d.revisionReadiness(ctx, p)
+	if err != nil {
+		return compute.Observation{}, err
+	}
+	return compute.Observation{Ready: r.Ready, Reason: r.Reason, HeldCode: r.HeldCode, Cause: r.Cause}, nil
+}
+
+func (d *Driver) podReadiness(ctx context.Context, ns string, want map[string]string) (Readiness, error) {
+	l, err := d.c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(want).String()})
+	if err != nil {
+		return Readiness{}, transient(err)
+	}
+	return ProviderHarnessReady(l, ns, want), nil
+}
+
+func (d *Driver) revisionReadiness(ctx context.Context, p *plan) (Readiness, error) {
+	if p.topo == topoDedicatedCodex {
+		hr, err := d.podReadiness(ctx, p.dp, p.harnessWantLabels())
+		if err != nil || !hr.Ready {
+			if hr.HeldCode == "" && hr.Reason != "" {
+				hr.Reason = ReasonHarnessNotReady + ":" + hr.Reason
+			}
+			return hr, err
+		}
+	}
+	gw, err := d.c.AppsV1().Deployments(p.gw).Get(ctx, p.n.gateway, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return Readiness{Reason: ReasonGatewayMissing}, nil
+	}
+	if err != nil {
+		return Readiness{}, transient(err)
+	}
+	if !p.agentOwn.owns(gw.Labels, gw.Annotations, true) {
+		return Readiness{}, foreign(p.gw, p.n.gateway)
+	}
+	running := gw.Labels[LabelRevision]
+	if running == p.rev.ID {
+		return d.podReadiness(ctx, p.gw, p.gatewayWantLabels())
+	}
+	if p.topo == topoEmbedded {
+		cm, err := d.c.CoreV1().ConfigMaps(p.gw).Get(ctx, p.n.gatewayConfig, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return Readiness{Reason: ReasonGatewayMissing}, nil
+		}
+		if err != nil {
+			return Readiness{}, transient(err)
+		}
+		if !p.own.owns(cm.Labels, cm.Annotations, false) {
+			return Readiness{}, foreign(p.gw, p.n.gatewayConfig)
+		}
+		return Readiness{Ready: true, Reason: ReasonStaged}, nil
+	}
+	// Dedicated with a predecessor Gateway still serving: it must be the
+	// single ready Gateway of its own revision; activation switches it.
+	prev := *p
+	prev.own.RevisionID = running
+	r, err := d.podReadiness(ctx, p.gw, prev.gatewayWantLabels())
+	if err == nil && !r.Ready {
+		r.Reason = ReasonGatewayMissing + ":" + r.Reason
+		r.HeldCode, r.Cause = "", nil // the predecessor's hold is not this revision's
+	}
+	return r, err
+}

@@ -1,0 +1,518 @@
+package kubernetes
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/state"
+)
+
+// In-container paths (docs/RUNTIME-CONTRACT.md).
+const (
+	pathSecrets       = "/var/run/oce/secrets"
+	pathEnrollment    = "/var/run/oce/enrollment"
+	pathHome          = "/home/node"
+	pathState         = "/home/node/.openclaw"
+	pathWorkspace     = "/home/node/workspace"
+	pathCodexHome     = "/home/node/.codex"
+	pathGatewayConfig = "/etc/openclaw/openclaw.json"
+	pathNativeConfig  = "/etc/oce/native-config.json"
+	pathNodehost      = "/usr/local/bin/nodehost"
+
+	configKeyGateway = "openclaw.json"
+	configKeyNative  = "native-config.json"
+	enrollmentKey    = "enrollment"
+)
+
+// Secret keys (file names under OCE_SECRETS_DIR).
+const (
+	KeyGatewayPassword = "gateway-password"
+	KeyStatusToken     = "status-token"
+	KeyAppServerToken  = "app-server-token"
+	KeyPluginStatusKey = "plugin-status-key"
+	KeyModelAPIKey     = "model-api-key"
+	KeyOpenAIAPIKey    = "openai-api-key"
+	KeyCodexToken      = "codex-access-token"
+)
+
+// privateRanges are excluded from model egress (REFERENCE §8.3).
+var privateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"}
+
+// plan is everything one revision renders to, in creation order.
+type plan struct {
+	rev       state.Revision
+	topo      topology
+	n         names
+	dp, gw    string // data-plane and Gateway namespaces (equal for embedded)
+	own       owner  // revision owner
+	agentOwn  owner  // Agent owner
+	gwPodSel  map[string]string
+	harPodSel map[string]string
+}
+
+func (d *Driver) planFor(rev state.Revision) (*plan, error) {
+	t, err := topologyOf(rev)
+	if err != nil {
+		return nil, err
+	}
+	o := revisionOwner(rev)
+	if err := o.validate(); err != nil {
+		return nil, compute.Permanent(CodeInvalidTarget, err)
+	}
+	p := &plan{rev: rev, topo: t, n: namesFor(rev.AgentID, rev.ID), dp: DataPlaneNamespace(rev.NamespaceID),
+		gw: gatewayNamespaceOf(rev, t), own: o, agentOwn: o.agentOnly()}
+	p.gwPodSel = merge(p.agentOwn.labels(), map[string]string{LabelRole: RoleGateway, LabelName: p.n.gateway})
+	p.harPodSel = merge(p.own.labels(), map[string]string{LabelRole: RoleAgent, LabelName: p.n.harness})
+	return p, nil
+}
+
+func meta(name, ns string, o owner, extra map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: merge(o.labels(), extra), Annotations: o.annotations()}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// gatewayPodLabels are the labels of the revision's Gateway Pods.
+func (p *plan) gatewayPodLabels() map[string]string {
+	return merge(p.own.labels(), map[string]string{LabelRole: RoleGateway, LabelName: p.n.gateway,
+		LabelNetworkProfile: NetworkProfileOrdinary, LabelServiceAccount: p.n.gateway})
+}
+
+func (p *plan) harnessPodLabels() map[string]string {
+	return merge(p.harPodSel, map[string]string{LabelNetworkProfile: NetworkProfileOrdinary, LabelServiceAccount: p.n.agent})
+}
+
+// gatewayWantLabels / harnessWantLabels are the exact labels readiness
+// selects and requires (network profile checked separately).
+func (p *plan) gatewayWantLabels() map[string]string {
+	return merge(p.own.labels(), map[string]string{LabelRole: RoleGateway, LabelName: p.n.gateway})
+}
+
+func (p *plan) harnessWantLabels() map[string]string { return p.harPodSel }
+
+func podSecurityContext() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(1000)), RunAsGroup: ptr(int64(1000)),
+		FSGroup: ptr(int64(1000)), FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func containerSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(1000)), RunAsGroup: ptr(int64(1000)),
+		AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true), Privileged: ptr(false),
+		Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func execProbe(cmd ...string) *corev1.Probe {
+	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: cmd}},
+		PeriodSeconds: ProbePeriodSeconds, TimeoutSeconds: 2, FailureThreshold: 1, SuccessThreshold: 1}
+}
+
+func startupProbe(cmd ...string) *corev1.Probe {
+	pr := execProbe(cmd...)
+	pr.FailureThreshold = StartupProbeFailureThreshold
+	return pr
+}
+
+func emptyDirs() []corev1.Volume {
+	return []corev1.Volume{
+		{Name: "runtime-state", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr(resource.MustParse("1Gi"))}}},
+		{Name: "runtime-temporary", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr(resource.MustParse("64Mi"))}}},
+	}
+}
+
+func baseMounts() []corev1.VolumeMount {
+	return []corev1.VolumeMount{
+		{Name: "runtime-state", MountPath: pathHome, SubPath: "home"},
+		{Name: "runtime-temporary", MountPath: "/tmp", SubPath: "tmp"},
+	}
+}
+
+// initContainer prepares the private directories (mode 0700, owned by the
+// runtime uid) and the mode-0700 /tmp below the fsGroup-writable emptyDir
+// root, without credentials or privileges (seed 000 step 3).
+func initContainer(image, claimVolume string, dirs []string) corev1.Container {
+	var b strings.Builder
+	b.WriteString("set -eu; umask 077; ")
+	paths := []string{"/runtime-temporary/tmp", "/runtime-state/home"}
+	for _, d := range dirs {
+		paths = append(paths, "/private/"+d)
+	}
+	fmt.Fprintf(&b, "mkdir -p %s; chmod 0700 %s", strings.Join(paths, " "), strings.Join(paths, " "))
+	return corev1.Container{
+		Name: "prepare-private-state", Image: image, Command: []string{"/bin/sh", "-c", b.String()},
+		SecurityContext: containerSecurityContext(),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: claimVolume, MountPath: "/private"},
+			{Name: "runtime-temporary", MountPath: "/runtime-temporary"},
+			{Name: "runtime-state", MountPath: "/runtime-state"},
+		},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}},
+	}
+}
+
+func env(kv ...string) []corev1.EnvVar {
+	out := make([]corev1.EnvVar, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, corev1.EnvVar{Name: kv[i], Value: kv[i+1]})
+	}
+	return out
+}
+
+func projected(name string, keys ...string) corev1.VolumeProjection {
+	items := make([]corev1.KeyToPath, 0, len(keys))
+	for _, k := range keys {
+		items = append(items, corev1.KeyToPath{Key: k, Path: k})
+	}
+	return corev1.VolumeProjection{Secret: &corev1.SecretProjection{
+		LocalObjectReference: corev1.LocalObjectReference{Name: name}, Items: items}}
+}
+
+func (p *plan) gatewayURL() string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", p.n.gateway, p.gw, GatewayPort)
+}
+
+func (p *plan) harnessHost() string { return fmt.Sprintf("%s.%s.svc", p.n.agent, p.dp) }
+
+func topologyName(t topology) string {
+	if t == topoEmbedded {
+		return "embedded"
+	}
+	return "dedicated-codex"
+}
+
+// gatewayDeployment renders the Agent's stable Gateway Deployment running
+// this revision. Its selector carries no revision (activation switches the
+// template); its metadata names the revision it runs.
+func (d *Driver) gatewayDeployment(p *plan, modelKeys []string) *appsv1.Deployment {
+	embedded := p.topo == topoEmbedded
+	e := env(
+		"OCE_NAMESPACE_ID", p.rev.NamespaceID, "OCE_AGENT_ID", p.rev.AgentID, "OCE_REVISION_ID", p.rev.ID,
+		"OCE_STATUS_ADDR", fmt.Sprintf(":%d", PluginStatusPort), "OCE_SECRETS_DIR", pathSecrets,
+		"OCE_STATUS_TOKEN_FILE", pathSecrets+"/"+KeyStatusToken, "TMPDIR", "/tmp",
+		"OCE_TOPOLOGY", topologyName(p.topo), "OPENCLAW_CONFIG_PATH", pathGatewayConfig,
+		"OCE_GATEWAY_CONFIG_DIR", pathState+"/config", "OPENCLAW_STATE_DIR", pathState,
+		"OPENCLAW_GATEWAY_PORT", fmt.Sprint(GatewayPort), "OCE_GATEWAY_BIND", "lan",
+		"OCE_GATEWAY_PUBLIC_URL", p.gatewayURL(), "OCE_PLUGINS", strings.Join(p.rev.Plugins, ","),
+	)
+	mounts := append(baseMounts(),
+		corev1.VolumeMount{Name: "gateway-state", MountPath: pathState, SubPath: "state"},
+		corev1.VolumeMount{Name: "gateway-state", MountPath: pathState + "/agents", SubPath: "agent"},
+		corev1.VolumeMount{Name: "gateway-state", MountPath: pathState + "/media", SubPath: "media"},
+		corev1.VolumeMount{Name: "config", MountPath: pathGatewayConfig, SubPath: configKeyGateway, ReadOnly: true},
+		corev1.VolumeMount{Name: "secrets", MountPath: pathSecrets, ReadOnly: true},
+	)
+	sources := []corev1.VolumeProjection{projected(p.n.password, KeyGatewayPassword, KeyStatusToken)}
+	dirs := []string{"state", "agent", "media"}
+	if embedded {
+		e = append(e, env("OCE_WORKSPACE_DIR", pathWorkspace)...)
+		mounts = append(mounts, corev1.VolumeMount{Name: "gateway-state", MountPath: pathWorkspace, SubPath: "sessions/workspace"})
+		dirs = append(dirs, "sessions/workspace")
+		if len(modelKeys) > 0 {
+			sources = append(sources, projected(p.n.harnessSecrets, modelKeys...))
+		}
+	} else {
+		e = append(e, env(
+			"OCE_PEER_STATUS_URL", fmt.Sprintf("http://%s:%d/openclaw/plugin-runtime/remote-status", p.harnessHost(), PluginStatusPort),
+			"OCE_APP_SERVER_URL", fmt.Sprintf("ws://%s:%d", p.harnessHost(), AppServerPort),
+		)...)
+		sources = append(sources, projected(p.n.transport, KeyAppServerToken, KeyPluginStatusKey))
+	}
+	volumes := append(emptyDirs(),
+		corev1.Volume{Name: "gateway-state", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.n.gatewayState}}},
+		corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: p.n.gatewayConfig}, DefaultMode: ptr(int32(0o440))}}},
+		corev1.Volume{Name: "secrets", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: sources, DefaultMode: ptr(int32(0o400))}}},
+	)
+	nodeSel := d.cfg.NodeSelector
+	if !embedded {
+		nodeSel = d.cfg.GatewayNodeSelector
+	}
+	podLabels := p.gatewayPodLabels()
+	return &appsv1.Deployment{
+		ObjectMeta: meta(p.n.gateway, p.gw, p.own, map[string]string{LabelRole: RoleGateway, LabelName: p.n.gateway}),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: p.gwPodSel},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: p.own.annotations()},
+				Spec: corev1.PodSpec{
+					ServiceAccountName:            p.n.gateway,
+					AutomountServiceAccountToken:  ptr(false),
+					EnableServiceLinks:            ptr(false),
+					TerminationGracePeriodSeconds: ptr(int64(GatewayTerminationGraceSeconds)),
+					SecurityContext:               podSecurityContext(),
+					NodeSelector:                  nodeSel,
+					InitContainers:                []corev1.Container{initContainer(d.cfg.GatewayImage, "gateway-state", dirs)},
+					Containers: []corev1.Container{{
+						Name: "gateway", Image: d.cfg.GatewayImage,
+						Command: []string{"tini", "-s", "-e", "143", "--", "gatewayd"},
+						Env:     e,
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: GatewayPort},
+							{Name: "plugin-status", ContainerPort: PluginStatusPort}},
+						ReadinessProbe:  execProbe("gatewayd", "ready"),
+						StartupProbe:    startupProbe("gatewayd", "ready"),
+						SecurityContext: containerSecurityContext(),
+						VolumeMounts:    mounts,
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("512Mi")}},
+					}},
+					Volumes: volumes,
+				},
+			},
+		},
+	}
+}
+
+// harnessDeployment renders the dedicated Codex Harness (harnessd with its
+// companion nodehost) in the data-plane namespace.
+func (d *Driver) harnessDeployment(p *plan, modelKeys []string) *appsv1.Deployment {
+	login := "api_key"
+	if a := p.rev.HarnessAuth; a != nil && a.Method != "" {
+		login = a.Method
+	}
+	e := env(
+		"OCE_NAMESPACE_ID", p.rev.NamespaceID, "OCE_AGENT_ID", p.rev.AgentID, "OCE_REVISION_ID", p.rev.ID,
+		"OCE_STATUS_ADDR", fmt.Sprintf(":%d", PluginStatusPort), "OCE_SECRETS_DIR", pathSecrets, "TMPDIR", "/tmp",
+		"CODEX_LOGIN_MODE", login, "CODEX_HOME", pathCodexHome, "OCE_WORKSPACE_DIR", pathWorkspace,
+		"OCE_NATIVE_CONFIG", pathNativeConfig, "APP_SERVER_PORT", fmt.Sprint(AppServerPort), "OCE_APP_SERVER_BIND", "0.0.0.0",
+		"OCE_PLUGINS", strings.Join(p.rev.Plugins, ","), "OCE_NODEHOST_BIN", pathNodehost,
+		"OCE_NODEHOST_STATE_DIR", pathWorkspace+"/.oce-node/"+p.n.a12,
+		"OCE_NODEHOST_ENROLLMENT_FILE", pathEnrollment+"/"+enrollmentKey, "OCE_NODEHOST_GATEWAY_URL", p.gatewayURL(),
+	)
+	e = append(e, corev1.EnvVar{Name: "OCE_POD_UID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}})
+	sources := []corev1.VolumeProjection{projected(p.n.transport, KeyAppServerToken, KeyPluginStatusKey)}
+	if len(modelKeys) > 0 {
+		sources = append(sources, projected(p.n.harnessSecrets, modelKeys...))
+	}
+	volumes := append(emptyDirs(),
+		corev1.Volume{Name: "workspace", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.n.workspace}}},
+		corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: p.n.harnessConfig}, DefaultMode: ptr(int32(0o440))}}},
+		corev1.Volume{Name: "secrets", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: sources, DefaultMode: ptr(int32(0o400))}}},
+		corev1.Volume{Name: "enrollment", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: p.n.enrollment, DefaultMode: ptr(int32(0o400)), Optional: ptr(true)}}},
+	)
+	mounts := append(baseMounts(),
+		corev1.VolumeMount{Name: "workspace", MountPath: pathWorkspace, SubPath: "workspace"},
+		corev1.VolumeMount{Name: "workspace", MountPath: pathCodexHome, SubPath: "codex-home"},
+		corev1.VolumeMount{Name: "config", MountPath: pathNativeConfig, SubPath: configKeyNative, ReadOnly: true},
+		corev1.VolumeMount{Name: "secrets", MountPath: pathSecrets, ReadOnly: true},
+		corev1.VolumeMount{Name: "enrollment", MountPath: pathEnrollment, ReadOnly: true},
+	)
+	return &appsv1.Deployment{
+		ObjectMeta: meta(p.n.harness, p.dp, p.own, map[string]string{LabelRole: RoleAgent, LabelName: p.n.harness}),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: p.harPodSel},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: p.harnessPodLabels(), Annotations: p.own.annotations()},
+				Spec: corev1.PodSpec{
+					ServiceAccountName:            p.n.agent,
+					AutomountServiceAccountToken:  ptr(false),
+					EnableServiceLinks:            ptr(false),
+					TerminationGracePeriodSeconds: ptr(int64(30)),
+					SecurityContext:               podSecurityContext(),
+					NodeSelector:                  d.cfg.NodeSelector,
+					InitContainers:                []corev1.Container{initContainer(d.cfg.HarnessImage, "workspace", []string{"workspace", "codex-home"})},
+					Containers: []corev1.Container{{
+						Name: "harness", Image: d.cfg.HarnessImage,
+						Command: []string{"tini", "-s", "-e", "143", "--", "harnessd"},
+						Env:     e,
+						Ports: []corev1.ContainerPort{{Name: "websocket", ContainerPort: AppServerPort},
+							{Name: "plugin-status", ContainerPort: PluginStatusPort}},
+						ReadinessProbe:  execProbe("harnessd", "ready"),
+						StartupProbe:    startupProbe("harnessd", "ready"),
+						SecurityContext: containerSecurityContext(),
+						VolumeMounts:    mounts,
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")}},
+					}},
+					Volumes: volumes,
+				},
+			},
+		},
+	}
+}
+
+func claim(name, ns string, o owner, size, class string) *corev1.PersistentVolumeClaim {
+	c := &corev1.PersistentVolumeClaim{
+		ObjectMeta: meta(name, ns, o, nil),
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		},
+	}
+	if class != "" {
+		c.Spec.StorageClassName = ptr(class)
+	}
+	return c
+}
+
+func serviceAccount(name, ns string, o owner) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{ObjectMeta: meta(name, ns, o, map[string]string{LabelServiceAccount: name}),
+		AutomountServiceAccountToken: ptr(false)}
+}
+
+// gatewayService is the Agent's stable Gateway Service. Until activation
+// its selector carries the non-matching <name>-inactive value.
+func gatewayService(p *plan, active bool) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: meta(p.n.gateway, p.gw, p.agentOwn, map[string]string{LabelRole: RoleGateway}),
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: gatewayServiceSelector(p, active),
+			Ports: []corev1.ServicePort{{Name: "http", Port: GatewayPort, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}},
+	}
+}
+
+// gatewayServiceSelector carries the Namespace, Agent and gateway role
+// labels without a revision, so the stable route is not tied to one.
+func gatewayServiceSelector(p *plan, active bool) map[string]string {
+	s := merge(p.gwPodSel)
+	if !active {
+		s[LabelName] = p.n.inactiveGateway
+	}
+	return s
+}
+
+// harnessService is the Agent's dedicated Harness Service; its active
+// selector carries the Namespace, Agent, revision and role labels plus the
+// Compute-owned workload name (seed 000 step 2).
+func harnessService(p *plan, active bool) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: meta(p.n.agent, p.dp, p.agentOwn, map[string]string{LabelRole: RoleAgent}),
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: harnessServiceSelector(p, active),
+			Ports: []corev1.ServicePort{
+				{Name: "websocket", Port: AppServerPort, TargetPort: intstr.FromString("websocket"), Protocol: corev1.ProtocolTCP},
+				{Name: "plugin-status", Port: PluginStatusPort, TargetPort: intstr.FromString("plugin-status"), Protocol: corev1.ProtocolTCP},
+			}},
+	}
+}
+
+func harnessServiceSelector(p *plan, active bool) map[string]string {
+	if !active {
+		return merge(p.agentOwn.labels(), map[string]string{LabelRole: RoleAgent, LabelName: p.n.inactiveAgent})
+	}
+	return merge(p.harPodSel)
+}
+
+func configMap(name, ns string, o owner, key string, doc []byte) *corev1.ConfigMap {
+	if len(doc) == 0 {
+		doc = []byte("{}")
+	}
+	return &corev1.ConfigMap{ObjectMeta: meta(name, ns, o, nil), Immutable: ptr(true), Data: map[string]string{key: string(doc)}}
+}
+
+func secret(name, ns string, o owner, data map[string][]byte) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: meta(name, ns, o, nil), Type: corev1.SecretTypeOpaque, Data: data}
+}
+
+// Namespace-scoped policies (EnsureNamespace).
+
+func defaultDeny(ns string, l, a map[string]string) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "default-deny", Namespace: ns, Labels: l, Annotations: a},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}},
+	}
+}
+
+func allowDNS(ns string, l, a map[string]string) *networkingv1.NetworkPolicy {
+	var ports []networkingv1.NetworkPolicyPort
+	for _, port := range []int{53, 5353} {
+		for _, proto := range []corev1.Protocol{corev1.ProtocolUDP, corev1.ProtocolTCP} {
+			ports = append(ports, networkingv1.NetworkPolicyPort{Protocol: ptr(proto), Port: ptr(intstr.FromInt(port))})
+		}
+	}
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "allow-dns", Namespace: ns, Labels: l, Annotations: a},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelNetworkProfile: NetworkProfileOrdinary}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress:      []networkingv1.NetworkPolicyEgressRule{{Ports: ports}},
+		},
+	}
+}
+
+func tcpPorts(ports ...int) []networkingv1.NetworkPolicyPort {
+	out := make([]networkingv1.NetworkPolicyPort, 0, len(ports))
+	for _, p := range ports {
+		out = append(out, networkingv1.NetworkPolicyPort{Protocol: ptr(corev1.ProtocolTCP), Port: ptr(intstr.FromInt(p))})
+	}
+	return out
+}
+
+// peer selects exactly the other side: its namespace by name AND its Pods
+// by the exact Namespace/Agent/revision/role labels plus the network profile.
+func peer(ns string, podLabels map[string]string) networkingv1.NetworkPolicyPeer {
+	return networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: merge(podLabels, map[string]string{LabelNetworkProfile: NetworkProfileOrdinary})},
+	}
+}
+
+// revisionPolicies renders the revision's allow policies.
+func revisionPolicies(p *plan) []*networkingv1.NetworkPolicy {
+	gwSel := merge(p.gatewayWantLabels(), map[string]string{LabelNetworkProfile: NetworkProfileOrdinary})
+	harSel := merge(p.harnessWantLabels(), map[string]string{LabelNetworkProfile: NetworkProfileOrdinary})
+	modelEgress := networkingv1.NetworkPolicyEgressRule{
+		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: privateRanges}}},
+		Ports: tcpPorts(443),
+	}
+	runtimeSel := harSel
+	runtimeNS := p.dp
+	if p.topo == topoEmbedded {
+		runtimeSel = gwSel
+	}
+	out := []*networkingv1.NetworkPolicy{{
+		ObjectMeta: meta(p.n.policyRuntime, runtimeNS, p.own, nil),
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: runtimeSel},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, Egress: []networkingv1.NetworkPolicyEgressRule{modelEgress}},
+	}}
+	gatewayIngress := networkingv1.NetworkPolicyIngressRule{Ports: tcpPorts(GatewayPort)} // the route (any source; the password authenticates)
+	if p.topo == topoEmbedded {
+		out = append(out, &networkingv1.NetworkPolicy{
+			ObjectMeta: meta(p.n.policyGateway, p.gw, p.own, nil),
+			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: gwSel},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+				Ingress:     []networkingv1.NetworkPolicyIngressRule{gatewayIngress}},
+		})
+		return out
+	}
+	harPeer := peer(p.dp, p.harnessWantLabels())
+	gwPeer := peer(p.gw, p.gatewayWantLabels())
+	out = append(out,
+		&networkingv1.NetworkPolicy{ // allow-gateway-agent, Gateway side
+			ObjectMeta: meta(p.n.policyGateway, p.gw, p.own, nil),
+			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: gwSel},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+				Ingress: []networkingv1.NetworkPolicyIngressRule{gatewayIngress,
+					{From: []networkingv1.NetworkPolicyPeer{harPeer}, Ports: tcpPorts(GatewayPort)}},
+				Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{harPeer}, Ports: tcpPorts(AppServerPort, PluginStatusPort)}}},
+		},
+		&networkingv1.NetworkPolicy{ // allow-gateway-agent, Harness side
+			ObjectMeta: meta(p.n.policyHarness, p.dp, p.own, nil),
+			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: harSel},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+				Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{gwPeer}, Ports: tcpPorts(AppServerPort, PluginStatusPort)}},
+				Egress:      []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{gwPeer}, Ports: tcpPorts(GatewayPort)}}},
+		},
+	)
+	return out
+}
