@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin
 TEST_TIMEOUT ?= 45m
 
-.PHONY: help build test test-short bench lint fuzz runtimes demo clean
+.PHONY: help build test test-short bench lint fuzz runtimes k8s-testenv demo clean
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -16,14 +16,17 @@ build: ## build every binary into bin/
 runtimes: ## install the pinned Node, OpenClaw, Codex and tini into the shared cache
 	@bash scripts/runtimes.sh >/dev/null
 
-test: runtimes ## run every test (real runtimes, in loopback-only namespaces)
+k8s-testenv: ## build the pinned kube-apiserver/etcd/kwok test control plane into the shared cache
+	@bash scripts/k8s-testenv/build.sh >/dev/null
+
+test: runtimes k8s-testenv ## run every test (real runtimes in loopback-only namespaces, a real kube-apiserver)
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-short: ## unit tests only (no real runtimes)
 	$(GO) test -count=1 -short ./...
 
-bench: runtimes ## run the benchmarks that docs/PERFORMANCE.md reports
+bench: runtimes k8s-testenv ## run the benchmarks that docs/PERFORMANCE.md reports
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 
 lint: ## gofmt and go vet
