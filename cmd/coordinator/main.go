@@ -74,7 +74,7 @@ func command() *cobra.Command {
 	f.StringVar(&cfg.HTTPAdvertise, "http-advertise", env("OCE_HTTP_ADVERTISE", ""), "HTTP address told to members and clients; default the bound one (env OCE_HTTP_ADVERTISE)")
 	f.StringVar(&cfg.NodeID, "node-id", env("OCE_NODE_ID", ""), "Raft server id; default the stored one, else the host name (env OCE_NODE_ID)")
 	f.StringVar(&cfg.Join, "join", env("OCE_JOIN", ""), "comma-separated HTTP addresses of members to join through; empty bootstraps (env OCE_JOIN)")
-	f.StringVar(&cfg.Driver, "driver", env("OCE_DRIVER", server.DefaultDriver), "compute driver: memory (env OCE_DRIVER)")
+	f.StringVar(&cfg.Driver, "driver", env("OCE_DRIVER", server.DefaultDriver), "compute driver: memory, kubernetes, or local (env OCE_DRIVER)")
 	f.StringVar(&cfg.TokenFile, "token-file", env("OCE_TOKEN_FILE", ""), "bearer token file (0600), created when missing; default <data-dir>/token (env OCE_TOKEN_FILE)")
 	f.StringVar(&logLevel, "log-level", env("OCE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env OCE_LOG_LEVEL)")
 	f.DurationVar(&cfg.Timeouts.Heartbeat, "raft-heartbeat-timeout", store.DefaultHeartbeatTimeout, "Raft heartbeat timeout")

@@ -1,0 +1,91 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/compute/kubernetes"
+	"oce.dev/oce/coordinator/state"
+)
+
+// Environment of the kubernetes driver.
+const (
+	envGatewayImage        = "OCE_GATEWAY_IMAGE"
+	envHarnessImage        = "OCE_HARNESS_IMAGE"
+	envStorageClass        = "OCE_STORAGE_CLASS"
+	envCredentialNamespace = "OCE_CREDENTIAL_NAMESPACE"
+	serviceAccountNSFile   = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+)
+
+func init() { RegisterDriver(kubernetes.Name, newKubernetesDriver) }
+
+// newKubernetesDriver connects with the in-cluster service account, or the
+// KUBECONFIG / ~/.kube/config of the operator running it outside a cluster.
+func newKubernetesDriver(Config) (compute.Driver, error) {
+	rc, err := rest.InClusterConfig()
+	if err != nil {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("server: kubernetes driver: no in-cluster config and no kubeconfig: %w", err)
+		}
+	}
+	client, err := k8s.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("server: kubernetes driver: %w", err)
+	}
+	ns := os.Getenv(envCredentialNamespace)
+	if ns == "" {
+		if b, err := os.ReadFile(serviceAccountNSFile); err == nil {
+			ns = strings.TrimSpace(string(b))
+		}
+	}
+	return kubernetes.New(kubernetes.Config{GatewayImage: os.Getenv(envGatewayImage), HarnessImage: os.Getenv(envHarnessImage),
+		StorageClass: os.Getenv(envStorageClass), Credentials: secretCredentials{client: client, namespace: ns}}, client)
+}
+
+// secretCredentials resolves a harnessAuth source reference of the form
+// "secret:<name>#<key>" from a Secret in the control-plane namespace. The
+// revision freezes only the reference; the bytes are read at delivery.
+type secretCredentials struct {
+	client    k8s.Interface
+	namespace string
+}
+
+var errBadSourceRef = errors.New("server: harnessAuth sourceRef must be secret:<name>#<key>")
+
+func (s secretCredentials) Resolve(ctx context.Context, rev state.Revision) (map[string][]byte, error) {
+	if rev.HarnessAuth == nil || rev.HarnessAuth.SourceRef == "" {
+		return nil, nil
+	}
+	ref, ok := strings.CutPrefix(rev.HarnessAuth.SourceRef, "secret:")
+	name, key, ok2 := strings.Cut(ref, "#")
+	if !ok || !ok2 || name == "" || key == "" || s.namespace == "" {
+		return nil, errBadSourceRef
+	}
+	sec, err := s.client.CoreV1().Secrets(s.namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("server: read credential source %s: %w", name, err)
+	}
+	v, ok := sec.Data[key]
+	if !ok || len(v) == 0 {
+		return nil, fmt.Errorf("server: credential source %s has no key %s", name, key)
+	}
+	file := kubernetes.KeyModelAPIKey
+	switch {
+	case rev.HarnessAuth.Method == "codex_pat" || rev.HarnessAuth.Method == "chatgpt_service_account":
+		file = kubernetes.KeyCodexToken
+	case rev.Harness.ID == state.HarnessCodex:
+		file = kubernetes.KeyOpenAIAPIKey
+	}
+	return map[string][]byte{file: v}, nil
+}

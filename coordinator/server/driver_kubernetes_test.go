@@ -1,0 +1,47 @@
+package server
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"oce.dev/oce/coordinator/compute/kubernetes"
+	"oce.dev/oce/coordinator/state"
+)
+
+func TestSecretCredentials(t *testing.T) {
+	client := fake.NewSimpleClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "model", Namespace: "oce-system"},
+		Data: map[string][]byte{"openai": []byte("sk-test")}})
+	c := secretCredentials{client: client, namespace: "oce-system"}
+	ctx := context.Background()
+	rev := func(h, method, ref string) state.Revision {
+		return state.Revision{Harness: state.HarnessIdentity{ID: h}, HarnessAuth: &state.HarnessAuth{Method: method, SourceRef: ref}}
+	}
+	for _, tc := range []struct {
+		name string
+		rev  state.Revision
+		file string
+	}{
+		{"embedded api key", rev(state.HarnessOpenClaw, "api_key", "secret:model#openai"), kubernetes.KeyModelAPIKey},
+		{"codex api key", rev(state.HarnessCodex, "api_key", "secret:model#openai"), kubernetes.KeyOpenAIAPIKey},
+		{"codex pat", rev(state.HarnessCodex, "codex_pat", "secret:model#openai"), kubernetes.KeyCodexToken},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := c.Resolve(ctx, tc.rev)
+			require.NoError(t, err)
+			require.Equal(t, map[string][]byte{tc.file: []byte("sk-test")}, got)
+		})
+	}
+	for _, bad := range []string{"model#openai", "secret:model", "secret:#openai", "secret:model#missing", "secret:absent#openai"} {
+		_, err := c.Resolve(ctx, rev(state.HarnessCodex, "api_key", bad))
+		require.Error(t, err, bad)
+		require.NotContains(t, err.Error(), "sk-test")
+	}
+	none, err := c.Resolve(ctx, state.Revision{})
+	require.NoError(t, err)
+	require.Nil(t, none)
+}
