@@ -1,25 +1,57 @@
 package api
 
 import (
+	"context"
 	"net/http"
+	"time"
 
 	"oce.dev/oce/coordinator/state"
 )
 
 // Path segments {ns} and {agent} (and {cfg}) accept an id or a name; ids
-// win when both match.
+// win when both match. Names resolve through the state's O(1) name indexes.
 
-func (s *server) namespace(r *http.Request) (state.Namespace, error) {
-	return s.namespaceRef(r.PathValue("ns"))
+// catchUpTimeout bounds the wait for a new leader's state to catch up before
+// a lookup answers "not found".
+const catchUpTimeout = 5 * time.Second
+
+// barrierer is implemented by the Raft store: Barrier waits until every
+// entry committed before the call is applied to this leader's state.
+type barrierer interface {
+	Barrier(ctx context.Context) error
 }
 
-func (s *server) namespaceRef(ref string) (state.Namespace, error) {
+// caughtUp is called before a lookup answers "not found": on a leader whose
+// state may still trail the log (just after a leadership change, entries of
+// the previous term can be committed but not yet applied here) it waits for
+// the state to catch up and reports whether the lookup is worth repeating.
+func (s *server) caughtUp(ctx context.Context) bool {
+	b, ok := s.b.(barrierer)
+	if !ok || !s.b.IsLeader() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
+	defer cancel()
+	return b.Barrier(ctx) == nil
+}
+
+func (s *server) namespace(r *http.Request) (state.Namespace, error) {
+	return s.namespaceIn(r.Context(), r.PathValue("ns"))
+}
+
+func (s *server) namespaceIn(ctx context.Context, ref string) (state.Namespace, error) {
 	m := s.b.Machine()
-	if ns, ok := m.Namespace(ref); ok {
+	find := func() (state.Namespace, bool) {
+		if ns, ok := m.Namespace(ref); ok {
+			return ns, true
+		}
+		return m.NamespaceByName(ref)
+	}
+	if ns, ok := find(); ok {
 		return ns, nil
 	}
-	for _, ns := range m.Namespaces() {
-		if ns.Name == ref {
+	if s.caughtUp(ctx) {
+		if ns, ok := find(); ok {
 			return ns, nil
 		}
 	}
@@ -28,24 +60,36 @@ func (s *server) namespaceRef(ref string) (state.Namespace, error) {
 
 func (s *server) configurationRef(ns state.Namespace, ref string) (state.Configuration, error) {
 	m := s.b.Machine()
-	if c, ok := m.Configuration(ref); ok && c.NamespaceID == ns.ID {
+	find := func() (state.Configuration, bool) {
+		if c, ok := m.Configuration(ref); ok && c.NamespaceID == ns.ID {
+			return c, true
+		}
+		return m.ConfigurationByName(ns.ID, ref)
+	}
+	if c, ok := find(); ok {
 		return c, nil
 	}
-	for _, c := range m.Configurations(ns.ID) {
-		if c.Name == ref {
+	if s.caughtUp(context.Background()) {
+		if c, ok := find(); ok {
 			return c, nil
 		}
 	}
 	return state.Configuration{}, notFound("configuration %q not found in namespace %q", ref, ns.Name)
 }
 
-func (s *server) agentRef(ns state.Namespace, ref string) (state.Agent, error) {
+func (s *server) agentRef(ctx context.Context, ns state.Namespace, ref string) (state.Agent, error) {
 	m := s.b.Machine()
-	if a, ok := m.Agent(ref); ok && a.NamespaceID == ns.ID {
+	find := func() (state.Agent, bool) {
+		if a, ok := m.Agent(ref); ok && a.NamespaceID == ns.ID {
+			return a, true
+		}
+		return m.AgentByName(ns.ID, ref)
+	}
+	if a, ok := find(); ok {
 		return a, nil
 	}
-	for _, a := range m.Agents(ns.ID) {
-		if a.Name == ref {
+	if s.caughtUp(ctx) {
+		if a, ok := find(); ok {
 			return a, nil
 		}
 	}
@@ -58,6 +102,6 @@ func (s *server) agent(r *http.Request) (state.Namespace, state.Agent, error) {
 	if err != nil {
 		return ns, state.Agent{}, err
 	}
-	a, err := s.agentRef(ns, r.PathValue("agent"))
+	a, err := s.agentRef(r.Context(), ns, r.PathValue("agent"))
 	return ns, a, err
 }

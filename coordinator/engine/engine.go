@@ -19,6 +19,9 @@ import (
 )
 
 // Defaults, with the reference worker's numbers (REFERENCE §6.1–6.2).
+// DefaultConcurrency is this engine's own: an activation is a chain of
+// commit round trips, so throughput is concurrency ÷ chain latency, and
+// concurrent proposals share Raft's batched fsyncs (docs/PERFORMANCE.md).
 const (
 	DefaultLease             = 5 * time.Second   // claim lease; renewed every lease/3
 	DefaultBackoffBase       = time.Second       // retry delay 1 s·2^(attempt−1) …
@@ -28,7 +31,7 @@ const (
 	DefaultReadinessDivisor  = 40                // re-observe after age/40, clamped to [min, max]
 	DefaultConvergenceWindow = 900 * time.Second // a revision not ready by then fails
 	DefaultPollInterval      = 250 * time.Millisecond
-	DefaultConcurrency       = 8 // Agents processed in parallel (one claim per Agent)
+	DefaultConcurrency       = 256 // Agents processed in parallel (one claim per Agent)
 )
 
 // Proposer replicates commands. The Raft store implements it on the leader.
@@ -152,26 +155,21 @@ func (e *Engine) Run(ctx context.Context) error {
 		changed := m.Changed()
 		now := e.clk.Now()
 		e.expire(ctx, now)
-		for _, w := range m.Claimable(now) {
-			if !e.reserve(w.AgentID) {
-				continue
-			}
-			res, err := e.p.Propose(ctx, state.CmdClaimWork, state.ClaimWork{WorkID: w.ID, Owner: owner,
-				LeaseExpiry: now.Add(e.cfg.Lease)})
-			if err != nil {
-				e.release(w.AgentID)
-				if !errors.Is(err, state.ErrNotClaimable) {
-					e.log.Warn("claim failed", "work", w.ID, "err", err.Error())
+		if !e.full() {
+			for _, w := range m.ClaimableN(now, e.cfg.Concurrency) {
+				if !e.reserve(w.AgentID) {
+					continue
 				}
-				continue
+				// Claims are proposed concurrently, so Raft batches them
+				// (one fsync and one AppendEntries for many) instead of
+				// paying a commit round trip per claim in this loop. The
+				// reservation keeps one claim per Agent in flight.
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					e.claimAndProcess(ctx, owner, w, now.Add(e.cfg.Lease))
+				}()
 			}
-			cr := res.(*state.ClaimResult)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer e.release(cr.Work.AgentID)
-				e.process(ctx, owner, cr.Work)
-			}()
 		}
 		wait := e.cfg.PollInterval
 		if next, ok := m.NextWakeup(now); ok && next.Sub(now) < wait {
@@ -184,6 +182,27 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-e.clk.After(wait):
 		}
 	}
+}
+
+// claimAndProcess claims w (reserved for its Agent by the caller) and, when
+// the claim succeeds, processes it; the reservation ends either way.
+func (e *Engine) claimAndProcess(ctx context.Context, owner string, w state.Work, expiry time.Time) {
+	defer e.release(w.AgentID)
+	res, err := e.p.Propose(ctx, state.CmdClaimWork, state.ClaimWork{WorkID: w.ID, Owner: owner, LeaseExpiry: expiry})
+	if err != nil {
+		if !errors.Is(err, state.ErrNotClaimable) && ctx.Err() == nil {
+			e.log.Warn("claim failed", "work", w.ID, "err", err.Error())
+		}
+		return
+	}
+	e.process(ctx, owner, res.(*state.ClaimResult).Work)
+}
+
+// full reports whether Concurrency Agents are in flight already.
+func (e *Engine) full() bool {
+	e.busyMu.Lock()
+	defer e.busyMu.Unlock()
+	return len(e.busy) >= e.cfg.Concurrency
 }
 
 // expire fails work that ran out of attempts (MAX_ATTEMPTS_EXHAUSTED).

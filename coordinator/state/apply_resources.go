@@ -35,13 +35,11 @@ func applyCreateNamespace(d *data, c Command, p CreateNamespace) (any, error) {
 	if _, ok := d.namespaces[p.ID]; ok {
 		return nil, fmt.Errorf("%w: namespace %q exists", ErrConflict, p.ID)
 	}
-	for _, ns := range d.namespaces {
-		if ns.Name == p.Name {
-			return nil, fmt.Errorf("%w: namespace name %q is taken", ErrConflict, p.Name)
-		}
+	if _, ok := d.nsByName[p.Name]; ok {
+		return nil, fmt.Errorf("%w: namespace name %q is taken", ErrConflict, p.Name)
 	}
 	ns := Namespace{ID: p.ID, Name: p.Name, CreatedAt: c.Time}
-	d.namespaces[ns.ID] = ns
+	d.putNamespace(ns)
 	return ns, nil
 }
 
@@ -60,10 +58,8 @@ func applyPutConfiguration(d *data, c Command, p PutConfiguration) (any, error) 
 	if exists && prev.NamespaceID != p.NamespaceID {
 		return nil, fmt.Errorf("%w: configuration %q belongs to another namespace", ErrConflict, p.ID)
 	}
-	for _, cf := range d.configurations {
-		if cf.ID != p.ID && cf.NamespaceID == p.NamespaceID && cf.Name == p.Name {
-			return nil, fmt.Errorf("%w: configuration name %q is taken", ErrConflict, p.Name)
-		}
+	if id, ok := d.cfgByName[nameKey{p.NamespaceID, p.Name}]; ok && id != p.ID {
+		return nil, fmt.Errorf("%w: configuration name %q is taken", ErrConflict, p.Name)
 	}
 	cf := Configuration{ID: p.ID, NamespaceID: p.NamespaceID, Name: p.Name, Generation: 1,
 		Document: doc, CreatedAt: c.Time, UpdatedAt: c.Time}
@@ -71,7 +67,7 @@ func applyPutConfiguration(d *data, c Command, p PutConfiguration) (any, error) 
 		cf.Generation = prev.Generation + 1
 		cf.CreatedAt = prev.CreatedAt
 	}
-	d.configurations[cf.ID] = cf
+	d.putConfiguration(cf)
 	return cloneConfiguration(cf), nil
 }
 
@@ -95,15 +91,13 @@ func applyCreateAgent(d *data, c Command, p CreateAgent) (any, error) {
 	if _, ok := d.agents[p.ID]; ok {
 		return nil, fmt.Errorf("%w: agent %q exists", ErrConflict, p.ID)
 	}
-	for _, a := range d.agents {
-		if a.NamespaceID == p.NamespaceID && a.Name == p.Name {
-			return nil, fmt.Errorf("%w: agent name %q is taken", ErrConflict, p.Name)
-		}
+	if _, ok := d.agentByName[nameKey{p.NamespaceID, p.Name}]; ok {
+		return nil, fmt.Errorf("%w: agent name %q is taken", ErrConflict, p.Name)
 	}
 	a := Agent{ID: p.ID, NamespaceID: p.NamespaceID, Name: p.Name, ExecutionMode: mode,
 		ConfigurationID: p.ConfigurationID, HarnessAuth: cloneAuth(p.HarnessAuth), ComputeID: p.ComputeID,
 		Plugins: cloneStrings(p.Plugins), CreatedAt: c.Time, UpdatedAt: c.Time}
-	d.agents[a.ID] = a
+	d.addAgent(a)
 	return cloneAgent(a), nil
 }
 

@@ -401,7 +401,7 @@ func applyCompleteDeletion(d *data, c Command, p CompleteDeletion) (any, error) 
 		}
 	}
 	delete(d.stops, a.ID)
-	delete(d.agents, a.ID)
+	d.removeAgent(a)
 	w = release(w, WorkCompleted, c.Time)
 	d.appendAudit(c.Time, w.Actor, AuditDelete, a, "", map[string]string{"workId": w.ID})
 	return w, nil

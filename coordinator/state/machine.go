@@ -31,7 +31,16 @@ type data struct {
 	// so scheduling scans only live work however long the history grows.
 	open      map[string]bool     // IDs of queued or claimed work
 	agentRevs map[string][]string // revision IDs per Agent in Number order
+	// Name indexes, so API lookups by name and the uniqueness checks of
+	// Apply are O(1) instead of a scan of every entity.
+	nsByName    map[string]string              // Namespace name → ID
+	cfgByName   map[nameKey]string             // (Namespace ID, Configuration name) → ID
+	agentByName map[nameKey]string             // (Namespace ID, Agent name) → ID
+	nsAgents    map[string]map[string]struct{} // Namespace ID → its Agent IDs
 }
+
+// nameKey is a name within a Namespace.
+type nameKey struct{ ns, name string }
 
 func newData() data {
 	return data{
@@ -43,6 +52,51 @@ func newData() data {
 		stops:          map[string][]PredecessorStop{},
 		open:           map[string]bool{},
 		agentRevs:      map[string][]string{},
+		nsByName:       map[string]string{},
+		cfgByName:      map[nameKey]string{},
+		agentByName:    map[nameKey]string{},
+		nsAgents:       map[string]map[string]struct{}{},
+	}
+}
+
+// putNamespace stores a new Namespace and indexes its name.
+func (d *data) putNamespace(ns Namespace) {
+	d.namespaces[ns.ID] = ns
+	d.nsByName[ns.Name] = ns.ID
+}
+
+// putConfiguration stores a Configuration and keeps its name index (a
+// replacement may rename it).
+func (d *data) putConfiguration(c Configuration) {
+	if prev, ok := d.configurations[c.ID]; ok {
+		delete(d.cfgByName, nameKey{prev.NamespaceID, prev.Name})
+	}
+	d.configurations[c.ID] = c
+	d.cfgByName[nameKey{c.NamespaceID, c.Name}] = c.ID
+}
+
+// addAgent stores a new Agent and indexes it; later updates of an Agent
+// (which never change its Namespace or name) write d.agents directly.
+func (d *data) addAgent(a Agent) {
+	d.agents[a.ID] = a
+	d.agentByName[nameKey{a.NamespaceID, a.Name}] = a.ID
+	set := d.nsAgents[a.NamespaceID]
+	if set == nil {
+		set = map[string]struct{}{}
+		d.nsAgents[a.NamespaceID] = set
+	}
+	set[a.ID] = struct{}{}
+}
+
+// removeAgent deletes an Agent and its index entries.
+func (d *data) removeAgent(a Agent) {
+	delete(d.agents, a.ID)
+	delete(d.agentByName, nameKey{a.NamespaceID, a.Name})
+	if set := d.nsAgents[a.NamespaceID]; set != nil {
+		delete(set, a.ID)
+		if len(set) == 0 {
+			delete(d.nsAgents, a.NamespaceID)
+		}
 	}
 }
 

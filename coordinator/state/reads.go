@@ -48,10 +48,48 @@ func (m *Machine) Agent(id string) (Agent, bool) {
 	return cloneAgent(a), ok
 }
 
+// NamespaceByName returns the Namespace named name.
+func (m *Machine) NamespaceByName(name string) (Namespace, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	ns, ok := m.d.namespaces[m.d.nsByName[name]]
+	return ns, ok
+}
+
+// ConfigurationByName returns the Configuration named name in a Namespace.
+func (m *Machine) ConfigurationByName(nsID, name string) (Configuration, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	id, ok := m.d.cfgByName[nameKey{nsID, name}]
+	if !ok {
+		return Configuration{}, false
+	}
+	return cloneConfiguration(m.d.configurations[id]), true
+}
+
+// AgentByName returns the Agent named name in a Namespace.
+func (m *Machine) AgentByName(nsID, name string) (Agent, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	id, ok := m.d.agentByName[nameKey{nsID, name}]
+	if !ok {
+		return Agent{}, false
+	}
+	return cloneAgent(m.d.agents[id]), true
+}
+
 // Agents returns a Namespace's Agents ("" = all) ordered by ID.
 func (m *Machine) Agents(nsID string) []Agent {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	if nsID != "" {
+		out := make([]Agent, 0, len(m.d.nsAgents[nsID]))
+		for id := range m.d.nsAgents[nsID] {
+			out = append(out, cloneAgent(m.d.agents[id]))
+		}
+		slices.SortFunc(out, func(a, b Agent) int { return cmp.Compare(a.ID, b.ID) })
+		return out
+	}
 	return sortedValues(m.d.agents, func(a Agent) bool { return nsID == "" || a.NamespaceID == nsID },
 		cloneAgent, func(a, b Agent) int { return cmp.Compare(a.ID, b.ID) })
 }
@@ -135,26 +173,44 @@ func workOrder(a, b Work) int {
 // attempts left, and no live claim on the Agent. Order: AvailableAt,
 // CreatedAt, ID (the reference queue's order). The engine polls it.
 func (m *Machine) Claimable(now time.Time) []Work {
+	return m.ClaimableN(now, 0)
+}
+
+// ClaimableN is Claimable limited to the first limit items (limit <= 0: all).
+// The engine asks for no more than it can process, so a long queue costs a
+// scan and a sort of small keys, not a copy of every item.
+func (m *Machine) ClaimableN(now time.Time, limit int) []Work {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	busy := map[string]bool{}
-	open := m.openWork()
-	for _, w := range open {
-		if w.State == WorkClaimed && !now.After(w.LeaseExpiry) {
+	for id := range m.d.open {
+		if w := m.d.work[id]; w.State == WorkClaimed && !now.After(w.LeaseExpiry) {
 			busy[w.AgentID] = true
 		}
 	}
-	cands := sortedValues(open, func(w Work) bool {
+	type key struct {
+		at, created time.Time
+		id, agent   string
+	}
+	var cands []key
+	for id := range m.d.open {
+		w := m.d.work[id]
 		ready := (w.State == WorkQueued && !w.AvailableAt.After(now)) || (w.State == WorkClaimed && now.After(w.LeaseExpiry))
-		return ready && w.Attempts < w.MaxAttempts && !busy[w.AgentID]
-	}, func(w Work) Work { return w }, func(a, b Work) int {
-		return cmp.Or(a.AvailableAt.Compare(b.AvailableAt), workOrder(a, b))
+		if ready && w.Attempts < w.MaxAttempts && !busy[w.AgentID] {
+			cands = append(cands, key{w.AvailableAt, w.CreatedAt, w.ID, w.AgentID})
+		}
+	}
+	slices.SortFunc(cands, func(a, b key) int {
+		return cmp.Or(a.at.Compare(b.at), a.created.Compare(b.created), cmp.Compare(a.id, b.id))
 	})
 	var out []Work
-	for _, w := range cands {
-		if !busy[w.AgentID] {
-			busy[w.AgentID] = true
-			out = append(out, w)
+	for _, k := range cands {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		if !busy[k.agent] {
+			busy[k.agent] = true
+			out = append(out, m.d.work[k.id])
 		}
 	}
 	return out
@@ -165,10 +221,19 @@ func (m *Machine) Claimable(now time.Time) []Work {
 func (m *Machine) Exhausted(now time.Time) []Work {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return sortedValues(m.openWork(), func(w Work) bool {
+	var out []Work
+	for id := range m.d.open {
+		w := m.d.work[id]
 		stale := w.State == WorkQueued || (w.State == WorkClaimed && now.After(w.LeaseExpiry))
-		return stale && w.Attempts >= w.MaxAttempts
-	}, func(w Work) Work { return w }, workOrder)
+		if stale && w.Attempts >= w.MaxAttempts {
+			out = append(out, w)
+		}
+	}
+	slices.SortFunc(out, workOrder)
+	if out == nil {
+		out = []Work{}
+	}
+	return out
 }
 
 // NextWakeup returns the earliest future time at which some work may become
@@ -230,14 +295,5 @@ func sortedValues[T any](src map[string]T, keep func(T) bool, clone func(T) T, o
 		}
 	}
 	slices.SortFunc(out, order)
-	return out
-}
-
-// openWork returns the queued and claimed work; m.mu is held.
-func (m *Machine) openWork() map[string]Work {
-	out := make(map[string]Work, len(m.d.open))
-	for id := range m.d.open {
-		out[id] = m.d.work[id]
-	}
 	return out
 }
