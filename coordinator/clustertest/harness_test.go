@@ -72,6 +72,10 @@ type cluster struct {
 	Nodes     []*node
 	TokenFile string
 	Token     string
+	// applied is the highest index a converged() call has seen: a member
+	// restarted since then has converged only once it replayed that far
+	// (a node that has not yet replayed its log reports the empty state).
+	applied uint64
 }
 
 // freePort returns a port free on ip right now.
@@ -272,12 +276,16 @@ func (c *cluster) waitMembers(ns []*node) *node {
 func (c *cluster) converged(ns []*node) string {
 	c.t.Helper()
 	var digest string
+	var idx uint64
 	require.Eventually(c.t, func() bool {
-		var idx uint64
+		idx = 0
 		digest = ""
 		for i, n := range ns {
 			info, err := c.info(context.Background(), n)
 			if err != nil {
+				return false
+			}
+			if info.LastApplied < c.applied {
 				return false
 			}
 			if i == 0 {
@@ -288,6 +296,9 @@ func (c *cluster) converged(ns []*node) string {
 		}
 		return digest != ""
 	}, clusterWait, pollEvery, "state did not converge")
+	if idx > c.applied {
+		c.applied = idx
+	}
 	return digest
 }
 
