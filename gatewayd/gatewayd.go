@@ -1,0 +1,438 @@
+// Package gatewayd is the Gateway container's supervisor around the real
+// OpenClaw gateway (seeds 000–003, REFERENCE §1.3, §1.4, §1.7, §1.8, §5):
+// it runs the startup phases in order, each logged as one runtime.startup_phase
+// record (status server, model-probe, workspace-setup, runtime-assets,
+// peer-plugin-status, configure, plugin-install, state-migration,
+// native-spawn), then serves — readiness, peer watcher, respawn policy,
+// node enrollment routes — and stops within the 330 s budget.
+package gatewayd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/logging"
+	"oce.dev/oce/shared/modelref"
+	"oce.dev/oce/shared/ocproto"
+	"oce.dev/oce/shared/phase"
+	"oce.dev/oce/shared/runtimes"
+	"oce.dev/oce/shared/status"
+	"oce.dev/oce/shared/supervise"
+)
+
+// Startup phase names, in order.
+const (
+	PhaseModelProbe       = "model-probe"
+	PhaseWorkspaceSetup   = "workspace-setup"
+	PhaseRuntimeAssets    = "runtime-assets"
+	PhasePeerPluginStatus = "peer-plugin-status"
+	PhaseConfigure        = "configure"
+	PhasePluginInstall    = "plugin-install"
+	PhaseStateMigration   = "state-migration"
+	PhaseNativeSpawn      = "native-spawn"
+)
+
+// Exit codes of gatewayd.
+const (
+	ExitOK       = 0 // stopped (or held until stopped)
+	ExitFailed   = 1 // respawn budget exhausted, or a fatal serving error
+	ExitBadInput = 2 // unusable environment
+)
+
+// ImageOpenClawMJS is the gateway image's openclaw entry (REFERENCE §1.3),
+// used when OCE_OPENCLAW_BIN is unset and no pinned runtime cache exists.
+const ImageOpenClawMJS = "/app/openclaw.mjs"
+
+// MemoryLimit is gatewayd's soft Go memory limit (GOMEMLIMIT overrides it).
+const MemoryLimit = 8 << 20
+
+// superviseStopBudget is the gateway's stop budget (330 s).
+const superviseStopBudget = supervise.GatewayStopBudget
+
+// credentialEnv names the variable a built-in provider's key travels in.
+var credentialEnv = map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+// Gatewayd is one supervisor run.
+type Gatewayd struct {
+	cfg    Config
+	log    *slog.Logger
+	phases *phase.Runner
+	status *status.Server
+	sup    *supervise.Supervisor
+	httpc  *http.Client
+
+	identity        *ocproto.Identity
+	authMode        string
+	managedPassword bool
+	keyEnv          string
+	renderedPath    string
+	configReadonly  bool
+
+	respawns    []time.Time
+	peerChanged chan struct{}
+	mu          sync.Mutex
+	current     *child
+}
+
+// Run is gatewayd's main: it runs the startup phases and serves until a
+// stop signal. It returns the process exit status.
+func Run(ctx context.Context, cfg Config, stderr io.Writer) int {
+	start := time.Now()
+	log := logging.New(stderr, cfg.LogLevel, "gatewayd")
+	if cfg.Policy == (Policy{}) {
+		cfg.Policy = DefaultPolicy()
+	}
+	if err := cfg.Validate(); err != nil {
+		log.Error("gatewayd: bad configuration", "code", string(codes.NotConfigured), "error", err.Error())
+		return ExitBadInput
+	}
+	if len(cfg.OpenClawCommand) == 0 {
+		if paths, err := runtimes.Load(); err == nil {
+			cfg.OpenClawCommand = paths.OpenClawCommand()
+		} else if _, err := os.Stat(ImageOpenClawMJS); err == nil {
+			cfg.OpenClawCommand = []string{"node", ImageOpenClawMJS}
+		} else {
+			log.Error("gatewayd: openclaw runtime not installed", "code", string(codes.NotConfigured))
+			return ExitBadInput
+		}
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// a supervisor's heap is small; a soft limit keeps bursts of child
+		// output from leaving the heap (and RSS) grown
+		debug.SetMemoryLimit(MemoryLimit)
+	}
+	sup, err := supervise.New(supervise.Options{Log: log})
+	if err != nil {
+		log.Error("gatewayd: supervisor", "error", err.Error())
+		return ExitFailed
+	}
+	id, err := ocproto.NewIdentity()
+	if err != nil {
+		log.Error("gatewayd: identity", "error", err.Error())
+		return ExitFailed
+	}
+	g := &Gatewayd{cfg: cfg, log: log, sup: sup, identity: id, peerChanged: make(chan struct{}, 1),
+		httpc: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
+	g.phases = phase.New("gateway", start, log, nil)
+	return g.run(ctx)
+}
+
+func (g *Gatewayd) run(parent context.Context) int {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	go func() {
+		select {
+		case <-g.sup.StopRequested():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	// 1. status server
+	g.status = status.New(status.Options{Addr: g.cfg.StatusAddr, Component: "gateway", RevisionID: g.cfg.RevisionID,
+		Log: g.log})
+	g.phases.Observe(g.status.PhaseObserver())
+	if err := g.registerRoutes(g.status); err != nil {
+		g.log.Error("gatewayd: status routes", "error", err.Error())
+		return ExitFailed
+	}
+	ln, err := g.status.Listen(ctx)
+	if err != nil {
+		g.log.Error("gatewayd: status server cannot listen", "code", string(codes.Unavailable))
+		return ExitFailed
+	}
+	srvCtx, srvCancel := context.WithCancel(context.Background())
+	srvDone := make(chan struct{})
+	go func() { _ = g.status.Serve(srvCtx, ln); close(srvDone) }()
+	defer func() { srvCancel(); <-srvDone }()
+	g.status.SetPluginStatus(status.PluginStatus{Phase: status.PluginPhasePending, SuccessfulPluginIDs: []string{}})
+	g.status.SetReadyCheck(g.childReady)
+
+	exit, done := g.startup(ctx, parent)
+	if done {
+		return exit
+	}
+	return g.serve(ctx, parent)
+}
+
+// startup runs the phases; done is true when the process must exit (stop
+// during startup, or held until stopped).
+func (g *Gatewayd) startup(ctx, parent context.Context) (int, bool) {
+	// an unreadable admitted document fails the first phase that needs it
+	// (model-probe or configure) with NOT_CONFIGURED
+	var rendered Rendered
+	admitted, rerr := os.ReadFile(g.cfg.AdmittedConfig)
+	if rerr == nil {
+		rendered, rerr = Render(admitted, g.renderInput())
+	} else {
+		rerr = fmt.Errorf("%w: unreadable", ErrAdmittedConfig)
+	}
+	if rerr == nil && rendered.Model != "" {
+		if ref, err := modelref.Parse(rendered.Model); err == nil {
+			g.keyEnv = credentialEnv[ref.Provider]
+		}
+	}
+
+	// 2. model-probe: embedded only
+	if g.cfg.Topology == Embedded {
+		err := g.phases.Run(ctx, PhaseModelProbe, func(ctx context.Context) error {
+			if rerr != nil {
+				return phase.FailCheck(PhaseModelProbe, codes.NotConfigured, rerr)
+			}
+			return g.modelProbe(ctx, rendered)
+		})
+		if err != nil {
+			return g.failed(parent, PhaseModelProbe, err)
+		}
+	}
+
+	// 3. directories
+	if err := g.phases.Run(ctx, PhaseWorkspaceSetup, g.setupDirs); err != nil {
+		return g.failed(parent, PhaseWorkspaceSetup, err)
+	}
+	// 4. runtime assets
+	if err := g.phases.Run(ctx, PhaseRuntimeAssets, g.publishAssets); err != nil {
+		return g.failed(parent, PhaseRuntimeAssets, err)
+	}
+	// 5. peer plugin status: dedicated Codex with plugin selections
+	var baseline *status.PluginStatus
+	if g.cfg.Topology == DedicatedCodex && len(g.cfg.Plugins) > 0 && g.cfg.PeerStatusURL != "" {
+		err := g.phases.Run(ctx, PhasePeerPluginStatus, func(ctx context.Context) error {
+			ps, err := g.waitPeerPlugins(ctx)
+			if err == nil {
+				baseline = &ps
+			}
+			return err
+		})
+		if err != nil {
+			return g.failed(parent, PhasePeerPluginStatus, err)
+		}
+	}
+	// 6. configure
+	if err := g.phases.Run(ctx, PhaseConfigure, func(ctx context.Context) error {
+		if rerr != nil {
+			return phase.FailCheck(PhaseConfigure, codes.NotConfigured, rerr)
+		}
+		path, writable, err := writeRendered(g.cfg.ConfigDir, rendered.JSON)
+		if err != nil {
+			return phase.FailCheck(PhaseConfigure, codes.Unavailable, err)
+		}
+		g.renderedPath, g.configReadonly = path, !writable
+		g.authMode, g.managedPassword = rendered.AuthMode, rendered.ManagedPassword
+		return nil
+	}); err != nil {
+		return g.failed(parent, PhaseConfigure, err)
+	}
+	// 7. plugin-install: the selected plugins are enabled in the rendered config
+	if err := g.phases.Run(ctx, PhasePluginInstall, func(ctx context.Context) error { return nil }); err != nil {
+		return g.failed(parent, PhasePluginInstall, err)
+	}
+	// 8. state migration
+	if err := g.phases.Run(ctx, PhaseStateMigration, g.stateMigration); err != nil {
+		return g.failed(parent, PhaseStateMigration, err)
+	}
+	plugins := append([]string{}, g.cfg.Plugins...)
+	g.status.SetPluginStatus(status.PluginStatus{Phase: status.PluginPhaseReady, SuccessfulPluginIDs: plugins})
+	g.status.SetReady(true)
+
+	// 9. native spawn
+	var first *child
+	if err := g.phases.Run(ctx, PhaseNativeSpawn, func(ctx context.Context) error {
+		c, err := g.spawn(ctx)
+		first = c
+		return err
+	}); err != nil {
+		return g.failed(parent, PhaseNativeSpawn, err)
+	}
+	g.status.SetStarted()
+	debug.FreeOSMemory() // startup garbage (render, SQLite checks) is not kept resident
+	g.mu.Lock()
+	g.current = first
+	g.mu.Unlock()
+	if g.cfg.Topology.Dedicated() && g.cfg.PeerStatusURL != "" {
+		go g.watchPeer(ctx, baseline)
+	}
+	return 0, false
+}
+
+// serve supervises the running gateway until a stop or exhaustion.
+func (g *Gatewayd) serve(ctx, parent context.Context) int {
+	for {
+		g.mu.Lock()
+		c := g.current
+		g.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return g.shutdown(c)
+		case <-c.p.Exited():
+			if ctx.Err() != nil {
+				return g.shutdown(c)
+			}
+			st, _ := c.p.Status()
+			g.log.Warn("gateway exited", "status", st.String())
+		case <-g.peerChanged:
+		}
+		next, err := g.respawn(ctx, c)
+		if err != nil {
+			if ctx.Err() != nil {
+				return g.shutdown(nil)
+			}
+			g.phases.Record(PhaseGatewayRespawn, phase.Failed, 0, exhaustedCode)
+			g.status.SetReady(false)
+			return ExitFailed
+		}
+		g.mu.Lock()
+		g.current = next
+		g.mu.Unlock()
+	}
+}
+
+// shutdown waits for the gateway the supervisor is stopping: the stop
+// signal was forwarded to its group once (a second SIGTERM could make the
+// gateway skip its drain), and supervise kills the group after the stop
+// budget. StopAll is only the fallback for children still alive after that.
+func (g *Gatewayd) shutdown(c *child) int {
+	budget := g.cfg.Policy.StopBudget + 5*time.Second
+	if c != nil {
+		t := time.NewTimer(budget)
+		select {
+		case <-c.p.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	if err := g.sup.StopAll(stopCtx); err != nil {
+		g.log.Warn("gatewayd: stop budget exceeded")
+	}
+	return ExitOK
+}
+
+// failed ends a failed startup phase: a stop ends the process with 0;
+// anything else holds the failure, unready, until the stop.
+func (g *Gatewayd) failed(parent context.Context, name string, err error) (int, bool) {
+	select {
+	case <-g.sup.StopRequested():
+		return g.shutdown(nil), true
+	default:
+	}
+	if parent.Err() != nil {
+		return ExitOK, true
+	}
+	return g.hold(parent, name, err)
+}
+
+func (g *Gatewayd) hold(parent context.Context, name string, err error) (int, bool) {
+	f := status.FailureOf(err, name)
+	g.status.Hold(f)
+	g.log.Error("gatewayd: startup failure held", "check", f.Check, "code", string(f.Code))
+	_ = g.sup.Hold(parent)
+	return g.shutdown(nil), true
+}
+
+func (g *Gatewayd) renderInput() RenderInput {
+	lvl := "info"
+	switch {
+	case g.cfg.LogLevel <= slog.LevelDebug:
+		lvl = "debug"
+	case g.cfg.LogLevel >= slog.LevelError:
+		lvl = "error"
+	case g.cfg.LogLevel >= slog.LevelWarn:
+		lvl = "warn"
+	}
+	node := g.cfg.WorkspaceNodeID
+	return RenderInput{Topology: g.cfg.Topology, Port: g.cfg.Port, Bind: g.cfg.Bind, LogLevel: lvl,
+		LogFile: filepath.Join(g.cfg.StateDir, "logs", "openclaw.log"), WorkspaceNodeID: node,
+		NodeWorkspace: g.cfg.NodeWorkspaceDir, AppServerURL: g.cfg.AppServerURL, AppServerToken: g.cfg.AppServerToken,
+		Plugins: g.cfg.Plugins, OpenAIBase: g.cfg.OpenAIBase, AnthropicBase: g.cfg.AnthropicBase}
+}
+
+// setupDirs creates the private state, SQLite and media directories (0700)
+// and, for embedded, the workspace.
+func (g *Gatewayd) setupDirs(context.Context) error {
+	dirs := []string{g.cfg.StateDir, filepath.Join(g.cfg.StateDir, "agents"), filepath.Join(g.cfg.StateDir, "media"),
+		filepath.Join(g.cfg.StateDir, "logs"), g.cfg.ConfigDir}
+	if g.cfg.Topology == Embedded {
+		dirs = append(dirs, g.cfg.WorkspaceDir)
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return phase.FailCheck(PhaseWorkspaceSetup, codes.Unavailable, err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return phase.FailCheck(PhaseWorkspaceSetup, codes.Unavailable, err)
+		}
+	}
+	return nil
+}
+
+// publishAssets republishes the image-owned bundled assets to the runtime
+// asset dir; an image without assets publishes nothing.
+func (g *Gatewayd) publishAssets(context.Context) error {
+	src, dst := g.cfg.AssetsSource, g.cfg.AssetsDir
+	if src == "" || dst == "" {
+		return nil
+	}
+	if st, err := os.Stat(src); err != nil || !st.IsDir() {
+		return nil
+	}
+	tmp := fmt.Sprintf("%s.tmp-%d", dst, os.Getpid())
+	_ = os.RemoveAll(tmp)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return phase.FailCheck(PhaseRuntimeAssets, codes.Unavailable, err)
+	}
+	if err := os.CopyFS(tmp, os.DirFS(src)); err != nil {
+		_ = os.RemoveAll(tmp)
+		return phase.FailCheck(PhaseRuntimeAssets, codes.Unavailable, err)
+	}
+	_ = os.RemoveAll(dst)
+	if err := os.Rename(tmp, dst); err != nil {
+		return phase.FailCheck(PhaseRuntimeAssets, codes.Unavailable, err)
+	}
+	return nil
+}
+
+// stateMigration runs doctor only when some agent database needs it; a
+// stop is forwarded to doctor by the supervisor and ends startup.
+func (g *Gatewayd) stateMigration(ctx context.Context) error {
+	need, _, err := NeedsMigration(ctx, g.cfg.StateDir)
+	if err != nil {
+		return phase.FailCheck(PhaseStateMigration, codes.Unavailable, err)
+	}
+	if !need {
+		return nil
+	}
+	cmd := g.cfg.OpenClawCommand
+	out := logging.LineWriter(g.log, "stdout", nil)
+	errw := logging.LineWriter(g.log, "stderr", nil)
+	defer out.Close()
+	defer errw.Close()
+	p, err := g.sup.Start(ctx, supervise.Spec{Name: doctorChildName, Path: cmd[0],
+		Args: append(append([]string{}, cmd[1:]...), "doctor", "--fix", "--non-interactive"),
+		Env:  g.gatewayEnv(false), Dir: g.cfg.StateDir, Stdout: out, Stderr: errw, StopBudget: DoctorStopBudget})
+	if err != nil {
+		return phase.FailCheck(PhaseStateMigration, codes.Unavailable, err)
+	}
+	// wait for doctor itself: a forwarded SIGTERM ends it, not us
+	st, err := p.Wait(context.Background())
+	if err != nil {
+		return phase.FailCheck(PhaseStateMigration, codes.Unavailable, err)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if !st.Success() {
+		return phase.FailCheck(PhaseStateMigration, codes.Unavailable, fmt.Errorf("doctor: %s", st))
+	}
+	return nil
+}

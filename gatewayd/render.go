@@ -1,0 +1,301 @@
+package gatewayd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"oce.dev/oce/shared/modelref"
+)
+
+// ErrAdmittedConfig reports an admitted native configuration gatewayd cannot
+// render from (unreadable, not a JSON object, or an unsupported auth mode).
+var ErrAdmittedConfig = errors.New("gatewayd: unusable admitted configuration")
+
+// ManagedPasswordEnv is the variable a managed gateway password travels in.
+const ManagedPasswordEnv = "OPENCLAW_GATEWAY_PASSWORD"
+
+// NodeCommands is the workspace node's command allow-list (REFERENCE §1.3).
+var NodeCommands = []string{"file.fetch", "file.stat", "file.write", "file.create", "dir.list",
+	"workspace.memory", "workspace.skills"}
+
+// RenderInput is what the rendering needs beyond the admitted document.
+type RenderInput struct {
+	Topology        Topology
+	Port            int
+	Bind            string
+	LogLevel        string // debug, info, warn, error
+	LogFile         string
+	WorkspaceNodeID string
+	NodeWorkspace   string
+	AppServerURL    string
+	AppServerToken  string
+	Plugins         []string
+	OpenAIBase      string // offline override of the default OpenAI endpoint
+	AnthropicBase   string
+}
+
+// Rendered is the outcome of Render.
+type Rendered struct {
+	JSON []byte
+	// AuthMode is the gateway auth mode to pass as --auth.
+	AuthMode string
+	// ManagedPassword is true when the gateway reads OPENCLAW_GATEWAY_PASSWORD.
+	ManagedPassword bool
+	// Model is the primary model reference ("" when none is configured).
+	Model string
+	// ProviderSettings is the admitted models.providers entry of the model's
+	// provider (nil for a built-in endpoint).
+	ProviderSettings map[string]any
+	// ProviderOverride is true when ProviderSettings was synthesized from the
+	// offline endpoint override rather than admitted.
+	ProviderOverride bool
+}
+
+// Render turns the admitted document into the configuration the gateway
+// reads. The admitted document is never modified.
+func Render(admitted []byte, in RenderInput) (Rendered, error) {
+	var cfg map[string]any
+	if len(strings.TrimSpace(string(admitted))) == 0 {
+		cfg = map[string]any{}
+	} else if err := json.Unmarshal(admitted, &cfg); err != nil || cfg == nil {
+		return Rendered{}, fmt.Errorf("%w: not a JSON object", ErrAdmittedConfig)
+	}
+	out := Rendered{}
+	gw := obj(cfg, "gateway")
+	gw["mode"] = "local"
+	gw["port"] = in.Port
+	gw["bind"] = in.Bind
+	auth := obj(gw, "auth")
+	mode, _ := auth["mode"].(string)
+	switch mode {
+	case "", "password":
+		mode = "password"
+		if managedPassword(auth["password"]) {
+			delete(auth, "password")
+			out.ManagedPassword = true
+		}
+	case "trusted-proxy":
+		// kept as configured; it may also request the managed password
+		if managedPassword(auth["password"]) {
+			delete(auth, "password")
+			out.ManagedPassword = true
+		}
+	default:
+		return Rendered{}, fmt.Errorf("%w: gateway auth mode", ErrAdmittedConfig)
+	}
+	auth["mode"] = mode
+	out.AuthMode = mode
+
+	// network-calling features off
+	obj(cfg, "update")["checkOnStart"] = false
+	obj(obj(cfg, "discovery"), "mdns")["mode"] = "off"
+
+	// platform logging policy: admitted level, JSON console, a stable file
+	lg := obj(cfg, "logging")
+	if _, ok := lg["level"]; !ok && in.LogLevel != "" {
+		lg["level"] = in.LogLevel
+	}
+	if lv, ok := lg["level"]; ok {
+		lg["consoleLevel"] = lv
+	}
+	lg["consoleStyle"] = "json"
+	delete(lg, "redactSensitive") // retired key
+	if in.LogFile != "" {
+		lg["file"] = in.LogFile
+	}
+
+	// workspace node: command allow-list and file-transfer path policy
+	if in.WorkspaceNodeID != "" {
+		cmds := obj(obj(gw, "nodes"), "commands")
+		cmds["allow"] = mergeStrings(cmds["allow"], NodeCommands)
+		root := strings.TrimRight(in.NodeWorkspace, "/")
+		ft := obj(obj(obj(cfg, "plugins"), "entries"), "file-transfer")
+		ftc := obj(ft, "config")
+		ftc["policyVersion"] = 2
+		obj(ftc, "nodes")[in.WorkspaceNodeID] = map[string]any{
+			"ask":             "off",
+			"allowReadPaths":  []any{root + "/**"},
+			"allowWritePaths": []any{root + "/**"},
+		}
+	}
+
+	if in.Topology == DedicatedCodex {
+		codex := obj(obj(obj(cfg, "plugins"), "entries"), "codex")
+		codex["enabled"] = true
+		as := obj(obj(codex, "config"), "appServer")
+		as["transport"] = "websocket"
+		as["url"] = in.AppServerURL
+		as["authToken"] = in.AppServerToken
+	}
+
+	// selected plugins are enabled (plugin-install)
+	if len(in.Plugins) > 0 {
+		entries := obj(obj(cfg, "plugins"), "entries")
+		for _, id := range in.Plugins {
+			obj(entries, id)["enabled"] = true
+		}
+	}
+
+	out.Model = primaryModel(cfg)
+	if out.Model != "" {
+		if ref, err := modelref.Parse(out.Model); err == nil {
+			provs := obj(obj(cfg, "models"), "providers")
+			if p, ok := provs[ref.Provider].(map[string]any); ok {
+				out.ProviderSettings = p
+			} else if base := overrideBase(ref.Provider, in); base != "" && in.Topology == Embedded {
+				// offline override: the built-in provider served by the fake
+				p := builtinOverride(ref, base)
+				provs[ref.Provider] = p
+				out.ProviderSettings = p
+				out.ProviderOverride = true
+			}
+		}
+	}
+	if len(obj(obj(cfg, "models"), "providers")) == 0 {
+		delete(obj(cfg, "models"), "providers")
+		if len(obj(cfg, "models")) == 0 {
+			delete(cfg, "models")
+		}
+	}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return Rendered{}, fmt.Errorf("%w: %v", ErrAdmittedConfig, err)
+	}
+	out.JSON = b
+	return out, nil
+}
+
+// managedPassword reports an omitted password or the managed reference
+// (${OPENCLAW_GATEWAY_PASSWORD} or an env SecretRef to it).
+func managedPassword(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return true
+	case string:
+		return t == "" || t == "${"+ManagedPasswordEnv+"}"
+	case map[string]any:
+		id, _ := t["id"].(string)
+		src, _ := t["source"].(string)
+		return id == ManagedPasswordEnv && (src == "" || src == "env")
+	}
+	return false
+}
+
+func overrideBase(provider string, in RenderInput) string {
+	switch provider {
+	case "openai":
+		return in.OpenAIBase
+	case "anthropic":
+		return in.AnthropicBase
+	}
+	return ""
+}
+
+// builtinOverride is a literal provider entry pointing a built-in provider at
+// the offline override endpoint.
+func builtinOverride(ref modelref.Ref, base string) map[string]any {
+	api, url := "openai-responses", strings.TrimRight(base, "/")+"/v1"
+	if ref.Provider == "anthropic" {
+		api, url = "anthropic-messages", strings.TrimRight(base, "/")
+	}
+	return map[string]any{"baseUrl": url, "api": api, "models": []any{map[string]any{
+		"id": ref.Model, "name": ref.Model, "input": []any{"text"}, "contextWindow": 128000, "maxTokens": 4096}}}
+}
+
+// primaryModel reads agents.defaults.model (a string or {primary}).
+func primaryModel(cfg map[string]any) string {
+	a, _ := cfg["agents"].(map[string]any)
+	d, _ := a["defaults"].(map[string]any)
+	switch m := d["model"].(type) {
+	case string:
+		return m
+	case map[string]any:
+		p, _ := m["primary"].(string)
+		return p
+	}
+	return ""
+}
+
+// obj returns m[k] as an object, creating it (or replacing a non-object).
+func obj(m map[string]any, k string) map[string]any {
+	if v, ok := m[k].(map[string]any); ok {
+		return v
+	}
+	v := map[string]any{}
+	m[k] = v
+	return v
+}
+
+func mergeStrings(existing any, add []string) []any {
+	set := map[string]bool{}
+	if l, ok := existing.([]any); ok {
+		for _, v := range l {
+			if s, ok := v.(string); ok {
+				set[s] = true
+			}
+		}
+	}
+	for _, s := range add {
+		set[s] = true
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]any, len(keys))
+	for i, k := range keys {
+		out[i] = k
+	}
+	return out
+}
+
+// writeRendered writes the rendered config (0600) into dir and reports
+// whether the directory is writable for the gateway (OPENCLAW_CONFIG_READONLY
+// otherwise).
+func writeRendered(dir string, b []byte) (path string, writable bool, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", false, err
+	}
+	path = filepath.Join(dir, RenderedConfigName)
+	tmp, err := os.CreateTemp(dir, ".openclaw-*.json")
+	if err != nil {
+		return "", false, err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", false, err
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", false, err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", false, err
+	}
+	tmp.Close()
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return "", false, err
+	}
+	return path, dirWritable(dir), nil
+}
+
+func dirWritable(dir string) bool {
+	f, err := os.CreateTemp(dir, ".w-*")
+	if err != nil {
+		return false
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return true
+}

@@ -1,0 +1,119 @@
+package gatewayd
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/ocproto"
+	"oce.dev/oce/shared/status"
+)
+
+// Coordinator routes on the status server (RUNTIME-CONTRACT).
+const (
+	RouteSetupCode = "/oce/v1/setup-code"
+	RouteNodes     = "/oce/v1/nodes"
+)
+
+// SetupCodeResponse is the answer of POST /oce/v1/setup-code.
+type SetupCodeResponse struct {
+	SetupCode   string `json:"setupCode"`
+	ExpiresAtMs int64  `json:"expiresAtMs"`
+}
+
+// Node is one entry of GET /oce/v1/nodes.
+type Node struct {
+	NodeID    string   `json:"nodeId"`
+	Connected bool     `json:"connected"`
+	Commands  []string `json:"commands"`
+}
+
+// NodesResponse is the answer of GET /oce/v1/nodes.
+type NodesResponse struct {
+	Nodes []Node `json:"nodes"`
+}
+
+type routeError struct {
+	Code codes.Code `json:"code"`
+}
+
+func (g *Gatewayd) registerRoutes(st *status.Server) error {
+	if err := st.HandleFunc("POST "+RouteSetupCode, g.bearer(g.handleSetupCode), status.AuthNone); err != nil {
+		return err
+	}
+	return st.HandleFunc("GET "+RouteNodes, g.bearer(g.handleNodes), status.AuthNone)
+}
+
+// bearer admits only the coordinator's status token; without a configured
+// token the routes refuse everyone.
+func (g *Gatewayd) bearer(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || g.cfg.StatusToken == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(g.cfg.StatusToken)) != 1 {
+			writeJSON(w, http.StatusUnauthorized, routeError{Code: codes.NotConfigured})
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (g *Gatewayd) operator(ctx context.Context) (*ocproto.Operator, error) {
+	return ocproto.DialOperator(ctx, ocproto.OperatorConfig{URL: g.cfg.LocalURL(), Password: g.cfg.Password,
+		Identity: g.identity})
+}
+
+func (g *Gatewayd) handleSetupCode(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), SetupRouteTimeout)
+	defer cancel()
+	op, err := g.operator(ctx)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, routeError{Code: codes.Unavailable})
+		return
+	}
+	defer op.Close()
+	public := g.cfg.PublicURL
+	if public == "" {
+		public = g.cfg.LocalURL()
+	}
+	res, err := op.SetupCode(ctx, public)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, routeError{Code: codes.Unavailable})
+		return
+	}
+	writeJSON(w, http.StatusOK, SetupCodeResponse{SetupCode: res.SetupCode, ExpiresAtMs: res.ExpiresAtMs})
+}
+
+func (g *Gatewayd) handleNodes(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), SetupRouteTimeout)
+	defer cancel()
+	op, err := g.operator(ctx)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, routeError{Code: codes.Unavailable})
+		return
+	}
+	defer op.Close()
+	list, err := op.NodeList(ctx)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, routeError{Code: codes.Unavailable})
+		return
+	}
+	out := NodesResponse{Nodes: []Node{}}
+	for _, n := range list {
+		cmds := n.Commands
+		if cmds == nil {
+			cmds = []string{}
+		}
+		out.Nodes = append(out.Nodes, Node{NodeID: n.NodeID, Connected: n.Connected, Commands: cmds})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
