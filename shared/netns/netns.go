@@ -167,9 +167,9 @@ func setupInside(opts Options) error {
 }
 
 // privateTmp mounts a fresh tmpfs over /tmp and binds back only the host /tmp
-// entries this process itself depends on: the directory of its executable and
+// entries this process itself depends on: the directory of its executable,
 // any /tmp path in its arguments (go test keeps its build dir and test log
-// there).
+// there), its working directory and the Go toolchain's directories.
 func privateTmp() error {
 	old, err := unix.Open("/tmp", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -223,6 +223,16 @@ func hostTmpKeep() []string {
 	}
 	for _, a := range os.Args {
 		add(a)
+	}
+	// The working tree (a checkout may live under /tmp) and the Go toolchain's
+	// own directories stay usable: tests build binaries from the module.
+	if wd, err := os.Getwd(); err == nil {
+		add(wd)
+	}
+	for _, k := range []string{"HOME", "GOCACHE", "GOMODCACHE", "GOPATH", "GOTMPDIR", "XDG_CACHE_HOME"} {
+		if v := os.Getenv(k); v != "" {
+			add(v)
+		}
 	}
 	return out
 }
