@@ -113,15 +113,22 @@ type Config struct {
 	GatewayStopWait time.Duration
 	HarnessStopWait time.Duration
 	PollInterval    time.Duration
+	// GatewayStatus reaches a dedicated Gateway's status routes (setup
+	// codes, workspace nodes); nil uses HTTPGatewayStatus over the client.
+	GatewayStatus GatewayStatus
+	// Now is the clock setup-code expiry is judged by; nil uses time.Now.
+	Now func() time.Time
 	// Logger receives JSON logs; nil discards.
 	Logger *slog.Logger
 }
 
 // Driver is the Kubernetes compute driver.
 type Driver struct {
-	cfg Config
-	c   kubernetes.Interface
-	log *slog.Logger
+	cfg    Config
+	c      kubernetes.Interface
+	log    *slog.Logger
+	status GatewayStatus
+	now    func() time.Time
 
 	mu       sync.Mutex
 	stopped  map[string]bool // revisions this process stopped (CameBack detection)
@@ -155,7 +162,16 @@ func New(cfg Config, client kubernetes.Interface) (*Driver, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Driver{cfg: cfg, c: client, log: log.With("driver", cfg.Name), stopped: map[string]bool{}, prepared: map[string]int{}, nsReady: map[string]bool{}}, nil
+	status := cfg.GatewayStatus
+	if status == nil {
+		status = &HTTPGatewayStatus{Client: client}
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Driver{cfg: cfg, c: client, log: log.With("driver", cfg.Name), status: status, now: now,
+		stopped: map[string]bool{}, prepared: map[string]int{}, nsReady: map[string]bool{}}, nil
 }
 
 // Capabilities implements compute.Driver: embedded OpenClaw and dedicated

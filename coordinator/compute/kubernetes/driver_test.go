@@ -17,9 +17,15 @@ import (
 )
 
 func newFake(t *testing.T) (*Driver, *fake.Clientset) {
+	d, cs, _ := newFakeStatus(t)
+	return d, cs
+}
+
+func newFakeStatus(t *testing.T) (*Driver, *fake.Clientset, *fakeStatus) {
 	t.Helper()
 	cs := fake.NewClientset()
-	d, err := New(Config{GatewayImage: "registry.invalid/oce/gateway:test", HarnessImage: "registry.invalid/oce/harness:test",
+	st := &fakeStatus{now: time.UnixMilli(1_000_000)}
+	d, err := New(Config{GatewayStatus: st, Now: st.clock, GatewayImage: "registry.invalid/oce/gateway:test", HarnessImage: "registry.invalid/oce/harness:test",
 		StorageClass: "kwok-volume", PollInterval: time.Millisecond, GatewayStopWait: time.Second, HarnessStopWait: time.Second,
 		Credentials: CredentialsFunc(func(_ context.Context, rev state.Revision) (map[string][]byte, error) {
 			if rev.Mode == state.ModeEmbedded {
@@ -28,7 +34,7 @@ func newFake(t *testing.T) (*Driver, *fake.Clientset) {
 			return map[string][]byte{KeyOpenAIAPIKey: []byte("sk-test-codex")}, nil
 		})}, cs)
 	require.NoError(t, err)
-	return d, cs
+	return d, cs, st
 }
 
 func embeddedRev(id string) state.Revision {
@@ -203,6 +209,12 @@ func TestPrepareDedicatedSplitsGatewayAndHarness(t *testing.T) {
 	require.False(t, obs.Ready)
 	require.Equal(t, ReasonNoCandidate, obs.Reason)
 	addPod(t, cs, gw, "gateway-0", p.gatewayWantLabels(), true)
+	obs, err = d.ObserveRevision(ctx, rev)
+	require.NoError(t, err)
+	require.False(t, obs.Ready)
+	require.Equal(t, ReasonNodeNotEnrolled, obs.Reason)
+	require.NoError(t, d.PrepareRevision(ctx, rev)) // mints the setup code
+	d.status.(*fakeStatus).enroll("node-1")
 	obs, err = d.ObserveRevision(ctx, rev)
 	require.NoError(t, err)
 	require.True(t, obs.Ready, obs.Reason)

@@ -45,33 +45,48 @@ func (d *Driver) revisionReadiness(ctx context.Context, p *plan) (Readiness, err
 			}
 			return hr, err
 		}
+		// The Harness is ready only with its workspace node enrolled at
+		// the Gateway serving it (seed 000 step 2).
+		ep, r, err := d.servingGateway(ctx, p)
+		if err != nil || !r.Ready {
+			return r, err
+		}
+		return d.nodeReadiness(ctx, p, ep)
 	}
+	r, _, err := d.gatewayReadiness(ctx, p)
+	return r, err
+}
+
+// gatewayReadiness checks the Agent's Gateway for p and returns the
+// revision it runs.
+func (d *Driver) gatewayReadiness(ctx context.Context, p *plan) (Readiness, string, error) {
 	gw, err := d.c.AppsV1().Deployments(p.gw).Get(ctx, p.n.gateway, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return Readiness{Reason: ReasonGatewayMissing}, nil
+		return Readiness{Reason: ReasonGatewayMissing}, "", nil
 	}
 	if err != nil {
-		return Readiness{}, transient(err)
+		return Readiness{}, "", transient(err)
 	}
 	if !p.agentOwn.owns(gw.Labels, gw.Annotations, true) {
-		return Readiness{}, foreign(p.gw, p.n.gateway)
+		return Readiness{}, "", foreign(p.gw, p.n.gateway)
 	}
 	running := gw.Labels[LabelRevision]
 	if running == p.rev.ID {
-		return d.podReadiness(ctx, p.gw, p.gatewayWantLabels())
+		r, err := d.podReadiness(ctx, p.gw, p.gatewayWantLabels())
+		return r, running, err
 	}
 	if p.topo == topoEmbedded {
 		cm, err := d.c.CoreV1().ConfigMaps(p.gw).Get(ctx, p.n.gatewayConfig, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return Readiness{Reason: ReasonGatewayMissing}, nil
+			return Readiness{Reason: ReasonGatewayMissing}, running, nil
 		}
 		if err != nil {
-			return Readiness{}, transient(err)
+			return Readiness{}, running, transient(err)
 		}
 		if !p.own.owns(cm.Labels, cm.Annotations, false) {
-			return Readiness{}, foreign(p.gw, p.n.gatewayConfig)
+			return Readiness{}, running, foreign(p.gw, p.n.gatewayConfig)
 		}
-		return Readiness{Ready: true, Reason: ReasonStaged}, nil
+		return Readiness{Ready: true, Reason: ReasonStaged}, running, nil
 	}
 	// Dedicated with a predecessor Gateway still serving: it must be the
 	// single ready Gateway of its own revision; activation switches it.
@@ -82,5 +97,5 @@ func (d *Driver) revisionReadiness(ctx context.Context, p *plan) (Readiness, err
 		r.Reason = ReasonGatewayMissing + ":" + r.Reason
 		r.HeldCode, r.Cause = "", nil // the predecessor's hold is not this revision's
 	}
-	return r, err
+	return r, running, err
 }

@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -53,8 +52,15 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 	if d.preparedLevel(rev.ID) == levelComplete {
 		// Engine passes repeat preparation on every readiness poll: once
 		// everything exists, only check that the workloads are still there.
-		if ok, err := d.stillPrepared(ctx, p); err != nil || ok {
+		ok, err := d.stillPrepared(ctx, p)
+		if err != nil {
 			return err
+		}
+		if ok {
+			if p.topo == topoDedicatedCodex {
+				return d.ensureEnrollment(ctx, p)
+			}
+			return nil
 		}
 	}
 	if err := d.requireDataPlaneNamespace(ctx, rev.NamespaceID); err != nil {
@@ -77,10 +83,14 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 		d.setPrepared(rev.ID, levelObjects)
 	}
 	done, err := d.prepareGateway(ctx, p, keys)
-	if err == nil && done {
-		d.setPrepared(rev.ID, levelComplete)
+	if err != nil || !done {
+		return err
 	}
-	return err
+	d.setPrepared(rev.ID, levelComplete)
+	if p.topo == topoDedicatedCodex {
+		return d.ensureEnrollment(ctx, p)
+	}
+	return nil
 }
 
 // prepareObjects creates everything but the Gateway Deployment.
@@ -143,8 +153,9 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 		if _, err := ensure(ctx, core.ConfigMaps(p.dp), configMap(p.n.harnessConfig, p.dp, ro, configKeyNative, rev.Document), ro); err != nil {
 			return err
 		}
-		enroll, _ := json.Marshal(map[string]string{"gatewayUrl": p.gatewayURL()})
-		if _, err := ensure(ctx, core.Secrets(p.dp), secret(p.n.enrollment, p.dp, ro, map[string][]byte{enrollmentKey: enroll}), ro); err != nil {
+		// The one-use enrollment Secret starts empty: the setup code is
+		// minted once the Gateway serving the bootstrap is ready.
+		if _, err := d.enrollmentSecret(ctx, p); err != nil {
 			return err
 		}
 		if _, err := ensure(ctx, d.c.AppsV1().Deployments(p.dp), d.harnessDeployment(p, keys), ro); err != nil {

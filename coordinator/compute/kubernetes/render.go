@@ -306,8 +306,12 @@ func (d *Driver) harnessDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 			LocalObjectReference: corev1.LocalObjectReference{Name: p.n.harnessConfig}, DefaultMode: ptr(int32(0o440))}}},
 		corev1.Volume{Name: "secrets", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 			Sources: sources, DefaultMode: ptr(int32(0o400))}}},
+		// Only the setup code is delivered, as the mode-0600 file nodehost
+		// requires; Optional lets the Pod start before it is minted and
+		// keep running after it is removed.
 		corev1.Volume{Name: "enrollment", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: p.n.enrollment, DefaultMode: ptr(int32(0o400)), Optional: ptr(true)}}},
+			SecretName: p.n.enrollment, DefaultMode: ptr(int32(0o600)), Optional: ptr(true),
+			Items: []corev1.KeyToPath{{Key: KeySetupCode, Path: enrollmentKey, Mode: ptr(int32(0o600))}}}}},
 	)
 	mounts := append(baseMounts(),
 		corev1.VolumeMount{Name: "workspace", MountPath: pathWorkspace, SubPath: "workspace"},

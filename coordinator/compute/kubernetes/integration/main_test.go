@@ -106,6 +106,7 @@ func newDriver(t testing.TB, cs kubernetes.Interface) *kdriver.Driver {
 	t.Helper()
 	d, err := kdriver.New(kdriver.Config{GatewayImage: gatewayImage, HarnessImage: harnessImage,
 		StorageClass: k8stest.StorageClassName, PollInterval: 20 * time.Millisecond,
+		GatewayStatus: newFakeGateway(true), // kwok runs no Gateway: its node enrolls on the first code
 		Credentials: kdriver.CredentialsFunc(func(_ context.Context, rev state.Revision) (map[string][]byte, error) {
 			if rev.Mode == state.ModeEmbedded {
 				return map[string][]byte{kdriver.KeyModelAPIKey: []byte(modelSecret)}, nil

@@ -1,0 +1,158 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"oce.dev/oce/coordinator/compute"
+)
+
+// One-use enrollment Secret keys (seed 000 step 2, REFERENCE §4.2). The
+// Harness Pod mounts only KeySetupCode, as the file
+// OCE_NODEHOST_ENROLLMENT_FILE names, mode 0600.
+const (
+	KeySetupCode   = "setupCode"
+	KeyExpiresAtMs = "expiresAtMs"
+	KeySetupID     = "setupId"
+	// AnnotationWorkspaceNode records the enrolled node's device id on the
+	// revision's enrollment Secret.
+	AnnotationWorkspaceNode = "oce.dev/workspace-node-id"
+	// ReasonNodeNotEnrolled: the Gateway lists no connected workspace node.
+	ReasonNodeNotEnrolled = "workspace node not enrolled"
+)
+
+// enrollmentSecret returns the revision's exactly owned enrollment Secret,
+// creating an empty one when it is missing.
+func (d *Driver) enrollmentSecret(ctx context.Context, p *plan) (*corev1.Secret, error) {
+	return ensure(ctx, d.c.CoreV1().Secrets(p.dp), secret(p.n.enrollment, p.dp, p.own, nil), p.own)
+}
+
+// servingGateway finds the single ready Gateway Pod serving the dedicated
+// revision's bootstrap: its own Gateway, or the predecessor's while it
+// still runs. ok is false while there is none.
+func (d *Driver) servingGateway(ctx context.Context, p *plan) (Endpoint, Readiness, error) {
+	r, running, err := d.gatewayReadiness(ctx, p)
+	if err != nil || !r.Ready {
+		return Endpoint{}, r, err
+	}
+	pod, err := d.c.CoreV1().Pods(p.gw).Get(ctx, r.Pod, metav1.GetOptions{})
+	if err != nil {
+		return Endpoint{}, r, transient(err)
+	}
+	return Endpoint{Namespace: p.gw, Service: p.n.gateway, RevisionID: running, Pod: pod.Name,
+		PodIP: pod.Status.PodIP, TokenSecret: p.n.password}, r, nil
+}
+
+func statusErr(op string, err error) error {
+	return compute.Transient(CodeTransient, fmt.Errorf("gateway status %s: %w", op, err))
+}
+
+// ensureEnrollment delivers the workspace node's one-use setup code: once
+// the serving Gateway is ready it records an already connected node, or
+// mints a code through that Gateway into the enrollment Secret, never
+// re-minting while a stored code is unexpired; once a node is recorded the
+// code is removed.
+func (d *Driver) ensureEnrollment(ctx context.Context, p *plan) error {
+	s, err := d.enrollmentSecret(ctx, p)
+	if err != nil {
+		return err
+	}
+	if s.Annotations[AnnotationWorkspaceNode] != "" {
+		return d.recordNode(ctx, p, s, s.Annotations[AnnotationWorkspaceNode])
+	}
+	ep, r, err := d.servingGateway(ctx, p)
+	if err != nil || !r.Ready {
+		return err
+	}
+	nodes, err := d.status.Nodes(ctx, p.rev, ep)
+	if err != nil {
+		return statusErr("nodes", err)
+	}
+	if id := connectedNode(nodes, ""); id != "" {
+		return d.recordNode(ctx, p, s, id)
+	}
+	if exp, err := strconv.ParseInt(string(s.Data[KeyExpiresAtMs]), 10, 64); err == nil &&
+		len(s.Data[KeySetupCode]) > 0 && d.now().UnixMilli() < exp {
+		return nil // a valid code is out there: never mint a second one
+	}
+	code, exp, err := d.status.SetupCode(ctx, p.rev, ep)
+	if err != nil {
+		return statusErr("setup-code", err)
+	}
+	next := s.DeepCopy()
+	next.Data = map[string][]byte{KeySetupCode: []byte(code), KeyExpiresAtMs: []byte(strconv.FormatInt(exp, 10)),
+		KeySetupID: randomToken()[:16]}
+	if _, err := d.c.CoreV1().Secrets(p.dp).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+		return transient(err)
+	}
+	d.log.Info("minted workspace node setup code", "revision", p.rev.ID, "gatewayRevision", ep.RevisionID, "expiresAtMs", exp)
+	return nil
+}
+
+// recordNode annotates the enrollment Secret with the enrolled node and
+// removes the consumed setup code (conditional update).
+func (d *Driver) recordNode(ctx context.Context, p *plan, s *corev1.Secret, nodeID string) error {
+	_, hasCode := s.Data[KeySetupCode]
+	if s.Annotations[AnnotationWorkspaceNode] == nodeID && !hasCode {
+		return nil
+	}
+	next := s.DeepCopy()
+	next.Annotations = merge(s.Annotations, map[string]string{AnnotationWorkspaceNode: nodeID})
+	delete(next.Data, KeySetupCode)
+	if _, err := d.c.CoreV1().Secrets(p.dp).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+		return transient(err)
+	}
+	return nil
+}
+
+// connectedNode picks want when it is connected, or (want empty) the first
+// connected node by id.
+func connectedNode(nodes []Node, want string) string {
+	ids := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		if n.Connected && n.NodeID != "" {
+			ids = append(ids, n.NodeID)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if want == "" || id == want {
+			return id
+		}
+	}
+	return ""
+}
+
+// nodeReadiness is the dedicated Codex enrollment check of observation and
+// activation: the serving Gateway must list a connected workspace node
+// (the recorded one, once recorded), which is then recorded.
+func (d *Driver) nodeReadiness(ctx context.Context, p *plan, ep Endpoint) (Readiness, error) {
+	s, err := d.c.CoreV1().Secrets(p.dp).Get(ctx, p.n.enrollment, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return Readiness{Reason: ReasonNodeNotEnrolled}, nil
+	}
+	if err != nil {
+		return Readiness{}, transient(err)
+	}
+	if !p.own.owns(s.Labels, s.Annotations, false) {
+		return Readiness{}, foreign(p.dp, p.n.enrollment)
+	}
+	nodes, err := d.status.Nodes(ctx, p.rev, ep)
+	if err != nil {
+		return Readiness{}, statusErr("nodes", err)
+	}
+	id := connectedNode(nodes, s.Annotations[AnnotationWorkspaceNode])
+	if id == "" {
+		return Readiness{Reason: ReasonNodeNotEnrolled}, nil
+	}
+	if err := d.recordNode(ctx, p, s, id); err != nil {
+		return Readiness{}, err
+	}
+	return Readiness{Ready: true, Reason: ReasonReady, Pod: ep.Pod}, nil
+}

@@ -1,0 +1,264 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/state"
+)
+
+// fakeStatus is a GatewayStatus over an in-memory Gateway: it mints codes
+// valid for one minute of its clock and lists the nodes the test enrolls.
+type fakeStatus struct {
+	mu    sync.Mutex
+	now   time.Time
+	mints []Endpoint
+	nodes []Node
+	err   error
+}
+
+func (f *fakeStatus) clock() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
+
+func (f *fakeStatus) advance(d time.Duration) { f.mu.Lock(); f.now = f.now.Add(d); f.mu.Unlock() }
+
+func (f *fakeStatus) enroll(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes = append(f.nodes, Node{NodeID: id, Connected: true, Commands: []string{"file.read"}})
+}
+
+func (f *fakeStatus) fail(err error) { f.mu.Lock(); f.err = err; f.mu.Unlock() }
+
+func (f *fakeStatus) minted() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.mints) }
+
+func (f *fakeStatus) SetupCode(_ context.Context, _ state.Revision, gw Endpoint) (string, int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return "", 0, f.err
+	}
+	f.mints = append(f.mints, gw)
+	return "code-" + strconv.Itoa(len(f.mints)), f.now.Add(time.Minute).UnixMilli(), nil
+}
+
+func (f *fakeStatus) Nodes(_ context.Context, _ state.Revision, _ Endpoint) ([]Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	return append([]Node(nil), f.nodes...), nil
+}
+
+// dedicatedUpToEnrollment prepares a dedicated revision with its Harness
+// and Gateway Pods ready, so the next step is enrollment.
+func dedicatedUpToEnrollment(t *testing.T, d *Driver, cs *fake.Clientset, rev state.Revision) *plan {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: rev.NamespaceID}))
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	p, err := d.planFor(rev)
+	require.NoError(t, err)
+	addPod(t, cs, p.dp, "harness-0", p.harnessWantLabels(), true)
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	addPod(t, cs, p.gw, "gateway-0", p.gatewayWantLabels(), true)
+	return p
+}
+
+func enrollmentOf(t *testing.T, cs *fake.Clientset, p *plan) *corev1.Secret {
+	t.Helper()
+	s, err := cs.CoreV1().Secrets(p.dp).Get(context.Background(), p.n.enrollment, metav1.GetOptions{})
+	require.NoError(t, err)
+	return s
+}
+
+func TestEnrollmentMintsOnceAndRecordsNode(t *testing.T) {
+	d, cs, st := newFakeStatus(t)
+	ctx := context.Background()
+	rev := dedicatedRev("r1")
+	p := dedicatedUpToEnrollment(t, d, cs, rev)
+	require.Zero(t, st.minted(), "no code before the serving Gateway is ready")
+	require.Empty(t, enrollmentOf(t, cs, p).Data)
+
+	// The Harness mounts only the setup code, mode 0600, where its env says.
+	h, err := cs.AppsV1().Deployments(p.dp).Get(ctx, p.n.harness, metav1.GetOptions{})
+	require.NoError(t, err)
+	var vol *corev1.SecretVolumeSource
+	for _, v := range h.Spec.Template.Spec.Volumes {
+		if v.Name == "enrollment" {
+			vol = v.Secret
+		}
+	}
+	require.NotNil(t, vol)
+	require.Equal(t, p.n.enrollment, vol.SecretName)
+	require.Equal(t, int32(0o600), *vol.DefaultMode)
+	require.Equal(t, []corev1.KeyToPath{{Key: KeySetupCode, Path: enrollmentKey, Mode: ptr(int32(0o600))}}, vol.Items)
+	var file string
+	for _, e := range h.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "OCE_NODEHOST_ENROLLMENT_FILE" {
+			file = e.Value
+		}
+	}
+	require.Equal(t, pathEnrollment+"/"+enrollmentKey, file)
+
+	for range 3 { // engine passes repeat preparation: one code only
+		require.NoError(t, d.PrepareRevision(ctx, rev))
+	}
+	require.Equal(t, 1, st.minted())
+	require.Equal(t, Endpoint{Namespace: p.gw, Service: p.n.gateway, RevisionID: "r1", Pod: "gateway-0", TokenSecret: p.n.password}, st.mints[0])
+	s := enrollmentOf(t, cs, p)
+	require.Equal(t, "code-1", string(s.Data[KeySetupCode]))
+	require.Equal(t, strconv.FormatInt(st.clock().Add(time.Minute).UnixMilli(), 10), string(s.Data[KeyExpiresAtMs]))
+	require.NotEmpty(t, s.Data[KeySetupID])
+	require.Equal(t, "r1", s.Labels[LabelRevision], "revision-owned")
+
+	obs, err := d.ObserveRevision(ctx, rev)
+	require.NoError(t, err)
+	require.False(t, obs.Ready)
+	require.Equal(t, ReasonNodeNotEnrolled, obs.Reason)
+	err = d.ActivateRevision(ctx, rev)
+	require.ErrorIs(t, err, ErrNotReady, "activation repeats the enrollment check")
+
+	// An expired code is replaced by a fresh one.
+	st.advance(2 * time.Minute)
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	require.Equal(t, 2, st.minted())
+	require.Equal(t, "code-2", string(enrollmentOf(t, cs, p).Data[KeySetupCode]))
+
+	st.enroll("node-abc")
+	obs, err = d.ObserveRevision(ctx, rev)
+	require.NoError(t, err)
+	require.True(t, obs.Ready, obs.Reason)
+	s = enrollmentOf(t, cs, p)
+	require.Equal(t, "node-abc", s.Annotations[AnnotationWorkspaceNode])
+	require.NotContains(t, s.Data, KeySetupCode, "the consumed code is removed")
+	st.advance(time.Hour)
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	require.Equal(t, 2, st.minted(), "an enrolled node never gets another code")
+	require.NoError(t, d.ActivateRevision(ctx, rev))
+}
+
+func TestEnrollmentAlreadyConnectedNodeNeedsNoCode(t *testing.T) {
+	d, cs, st := newFakeStatus(t)
+	rev := dedicatedRev("r1")
+	p := dedicatedUpToEnrollment(t, d, cs, rev)
+	st.enroll("node-persisted") // the device token on the workspace survived
+	require.NoError(t, d.PrepareRevision(context.Background(), rev))
+	require.Zero(t, st.minted())
+	require.Equal(t, "node-persisted", enrollmentOf(t, cs, p).Annotations[AnnotationWorkspaceNode])
+}
+
+func TestEnrollmentStatusErrorsAreTransient(t *testing.T) {
+	d, cs, st := newFakeStatus(t)
+	ctx := context.Background()
+	rev := dedicatedRev("r1")
+	p := dedicatedUpToEnrollment(t, d, cs, rev)
+	boom := errors.New("connection refused")
+	st.fail(boom)
+	for _, call := range []func() error{
+		func() error { return d.PrepareRevision(ctx, rev) },
+		func() error { _, err := d.ObserveRevision(ctx, rev); return err },
+		func() error { return d.ActivateRevision(ctx, rev) },
+	} {
+		err := call()
+		require.ErrorIs(t, err, boom)
+		var ce *compute.Error
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, CodeTransient, ce.Code)
+		require.False(t, ce.Permanent)
+	}
+	require.Empty(t, enrollmentOf(t, cs, p).Data, "a failed call changes nothing")
+	st.fail(nil)
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	require.Equal(t, 1, st.minted())
+}
+
+func TestEnrollmentForeignSecretRefused(t *testing.T) {
+	d, cs, st := newFakeStatus(t)
+	ctx := context.Background()
+	rev := dedicatedRev("r1")
+	p := dedicatedUpToEnrollment(t, d, cs, rev)
+	s := enrollmentOf(t, cs, p)
+	s.Labels[LabelAgent] = "someone-else"
+	_, err := cs.CoreV1().Secrets(p.dp).Update(ctx, s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	d.setPrepared(rev.ID, 0)
+	err = d.PrepareRevision(ctx, rev)
+	require.ErrorIs(t, err, ErrForeignWorkload)
+	var ce *compute.Error
+	require.ErrorAs(t, err, &ce)
+	require.True(t, ce.Permanent)
+	st.enroll("node-1")
+	_, err = d.ObserveRevision(ctx, rev)
+	require.ErrorIs(t, err, ErrForeignWorkload)
+	require.Zero(t, st.minted())
+	require.Empty(t, enrollmentOf(t, cs, p).Data, "a foreign Secret is never written")
+}
+
+func TestHTTPGatewayStatus(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	_, err := cs.CoreV1().Secrets("gw").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pw", Namespace: "gw"},
+		Data: map[string][]byte{KeyStatusToken: []byte("tok-1\n")}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok-1" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/oce/v1/setup-code":
+			_ = json.NewEncoder(w).Encode(map[string]any{"setupCode": "sc", "expiresAtMs": 42})
+		case r.Method == http.MethodGet && r.URL.Path == "/oce/v1/nodes":
+			_ = json.NewEncoder(w).Encode(map[string]any{"nodes": []map[string]any{{"nodeId": "n1", "connected": true, "commands": []string{"a"}}}})
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(u.Port())
+	require.NoError(t, err)
+	h := &HTTPGatewayStatus{Client: cs, Port: port}
+	ep := Endpoint{Namespace: "gw", Service: "gateway-x", PodIP: u.Hostname(), TokenSecret: "pw"}
+	require.Equal(t, "http://gateway-x.gw.svc:18791", ep.ServiceURL())
+
+	code, exp, err := h.SetupCode(ctx, state.Revision{}, ep)
+	require.NoError(t, err)
+	require.Equal(t, "sc", code)
+	require.Equal(t, int64(42), exp)
+	nodes, err := h.Nodes(ctx, state.Revision{}, ep)
+	require.NoError(t, err)
+	require.Equal(t, []Node{{NodeID: "n1", Connected: true, Commands: []string{"a"}}}, nodes)
+
+	for name, bad := range map[string]Endpoint{
+		"no pod ip":    {Namespace: "gw", TokenSecret: "pw"},
+		"no secret":    {Namespace: "gw", PodIP: u.Hostname(), TokenSecret: "missing"},
+		"wrong bearer": {Namespace: "gw", PodIP: u.Hostname(), TokenSecret: "pw"},
+	} {
+		if name == "wrong bearer" {
+			s, err := cs.CoreV1().Secrets("gw").Get(ctx, "pw", metav1.GetOptions{})
+			require.NoError(t, err)
+			s.Data[KeyStatusToken] = []byte("tok-2")
+			_, err = cs.CoreV1().Secrets("gw").Update(ctx, s, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		}
+		_, err := h.Nodes(ctx, state.Revision{}, bad)
+		require.ErrorIs(t, err, ErrGatewayStatus, name)
+	}
+}

@@ -1,0 +1,150 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"oce.dev/oce/coordinator/state"
+)
+
+// StatusRequestTimeout bounds one call to a Gateway's status server.
+const StatusRequestTimeout = 10 * time.Second
+
+// ErrGatewayStatus marks a failed call to a Gateway's status server; the
+// driver reports it as a transient dependency failure.
+var ErrGatewayStatus = errors.New("kubernetes: gateway status call failed")
+
+// Node is one workspace node the Gateway knows (GET /oce/v1/nodes).
+type Node struct {
+	NodeID    string   `json:"nodeId"`
+	Connected bool     `json:"connected"`
+	Commands  []string `json:"commands,omitempty"`
+}
+
+// Endpoint names the ready Gateway Pod serving a dedicated revision's
+// bootstrap (its own candidate Gateway, or the healthy predecessor's).
+type Endpoint struct {
+	Namespace   string // the Gateway namespace
+	Service     string // the Agent's Gateway Service
+	RevisionID  string // the revision the serving Gateway runs
+	Pod         string // the single ready Gateway Pod
+	PodIP       string // its IP (status.podIP)
+	TokenSecret string // Secret in Namespace whose KeyStatusToken is the status bearer
+}
+
+// ServiceURL is the status server behind the Agent's Gateway Service.
+func (e Endpoint) ServiceURL() string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", e.Service, e.Namespace, PluginStatusPort)
+}
+
+// GatewayStatus is the driver's view of a Gateway's authenticated status
+// routes (docs/RUNTIME-CONTRACT.md): minting one-use setup codes and
+// listing the workspace nodes. Errors are treated as transient.
+type GatewayStatus interface {
+	SetupCode(ctx context.Context, rev state.Revision, gw Endpoint) (code string, expiresAtMs int64, err error)
+	Nodes(ctx context.Context, rev state.Revision, gw Endpoint) ([]Node, error)
+}
+
+// HTTPGatewayStatus calls the serving Gateway Pod's status server
+// (http://<podIP>:<Port>) with the per-Agent status bearer it reads from
+// the Agent-owned password Secret (key KeyStatusToken) the driver created
+// and projected into the Gateway as OCE_STATUS_TOKEN_FILE. It dials the
+// Pod rather than the Service because before activation the Gateway
+// Service carries its inactive selector and has no endpoints.
+type HTTPGatewayStatus struct {
+	Client kubernetes.Interface
+	HTTP   *http.Client // nil: a client with StatusRequestTimeout
+	Port   int          // 0: PluginStatusPort
+}
+
+func (h *HTTPGatewayStatus) base(gw Endpoint) (string, error) {
+	if gw.PodIP == "" {
+		return "", fmt.Errorf("%w: gateway pod %s/%s has no IP yet", ErrGatewayStatus, gw.Namespace, gw.Pod)
+	}
+	port := h.Port
+	if port == 0 {
+		port = PluginStatusPort
+	}
+	return "http://" + net.JoinHostPort(gw.PodIP, strconv.Itoa(port)), nil
+}
+
+func (h *HTTPGatewayStatus) do(ctx context.Context, method string, gw Endpoint, path string, out any) error {
+	base, err := h.base(gw)
+	if err != nil {
+		return err
+	}
+	s, err := h.Client.CoreV1().Secrets(gw.Namespace).Get(ctx, gw.TokenSecret, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: status token secret %s/%s is missing", ErrGatewayStatus, gw.Namespace, gw.TokenSecret)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: read status token: %w", ErrGatewayStatus, err)
+	}
+	tok := bytes.TrimSpace(s.Data[KeyStatusToken])
+	if len(tok) == 0 {
+		return fmt.Errorf("%w: status token secret %s/%s has no %s", ErrGatewayStatus, gw.Namespace, gw.TokenSecret, KeyStatusToken)
+	}
+	hc := h.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: StatusRequestTimeout}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, nil)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrGatewayStatus, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+string(tok))
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %s %s: %w", ErrGatewayStatus, method, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("%w: %s %s: %w", ErrGatewayStatus, method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%w: %s %s: HTTP %d", ErrGatewayStatus, method, path, resp.StatusCode)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("%w: %s %s: decode: %w", ErrGatewayStatus, method, path, err)
+	}
+	return nil
+}
+
+// SetupCode implements GatewayStatus (POST /oce/v1/setup-code).
+func (h *HTTPGatewayStatus) SetupCode(ctx context.Context, _ state.Revision, gw Endpoint) (string, int64, error) {
+	var r struct {
+		SetupCode   string `json:"setupCode"`
+		ExpiresAtMs int64  `json:"expiresAtMs"`
+	}
+	if err := h.do(ctx, http.MethodPost, gw, "/oce/v1/setup-code", &r); err != nil {
+		return "", 0, err
+	}
+	if r.SetupCode == "" || r.ExpiresAtMs <= 0 {
+		return "", 0, fmt.Errorf("%w: setup-code response lacks setupCode or expiresAtMs", ErrGatewayStatus)
+	}
+	return r.SetupCode, r.ExpiresAtMs, nil
+}
+
+// Nodes implements GatewayStatus (GET /oce/v1/nodes).
+func (h *HTTPGatewayStatus) Nodes(ctx context.Context, _ state.Revision, gw Endpoint) ([]Node, error) {
+	var r struct {
+		Nodes []Node `json:"nodes"`
+	}
+	if err := h.do(ctx, http.MethodGet, gw, "/oce/v1/nodes", &r); err != nil {
+		return nil, err
+	}
+	return r.Nodes, nil
+}
