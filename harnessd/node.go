@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"oce.dev/oce/shared/logging"
+	"oce.dev/oce/shared/ocproto"
 	"oce.dev/oce/shared/supervise"
 )
 
@@ -39,12 +40,47 @@ func (h *harness) nodeWanted() bool {
 	return err == nil
 }
 
+// NodeEnrollmentCopy is the private copy of the delivered enrollment file
+// that nodehost consumes (in its state dir).
+const NodeEnrollmentCopy = "enrollment"
+
+// privateEnrollment hands nodehost a private copy of the delivered one-use
+// enrollment file: a Kubernetes Secret volume file is owned by root (and
+// fsGroup may add group bits), which nodehost rightly refuses, and it cannot
+// be deleted there. The copy is written 0600 by this process; nodehost
+// deletes it after enrolling. Once a device token exists no copy is made and
+// the delivered file is removed where that is possible. It returns the path
+// to pass, or "" for none.
+func (h *harness) privateEnrollment() string {
+	c := &h.cfg
+	if c.NodehostEnrollment == "" || c.NodehostStateDir == "" {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join(c.NodehostStateDir, NodeTokenFile)); err == nil {
+		_ = os.Remove(c.NodehostEnrollment) // consumed; read-only on Kubernetes, fine
+		return ""
+	}
+	code, err := os.ReadFile(c.NodehostEnrollment)
+	if err != nil || len(code) == 0 {
+		return ""
+	}
+	if err := os.MkdirAll(c.NodehostStateDir, 0o700); err != nil {
+		return ""
+	}
+	dst := filepath.Join(c.NodehostStateDir, NodeEnrollmentCopy)
+	if err := ocproto.WriteFileAtomic(dst, code, 0o600); err != nil {
+		h.log.Warn("could not copy the enrollment file", "error", err.Error())
+		return ""
+	}
+	return dst
+}
+
 // nodeArgs is the companion's command line: the file-only Codex companion.
 func (h *harness) nodeArgs() []string {
 	c := &h.cfg
 	a := []string{"run", "--file-only", "--state-dir", c.NodehostStateDir, "--workspace", c.Workspace}
-	if c.NodehostEnrollment != "" {
-		a = append(a, "--enrollment-file", c.NodehostEnrollment)
+	if enroll := h.privateEnrollment(); enroll != "" {
+		a = append(a, "--enrollment-file", enroll)
 	}
 	if c.NodehostGatewayURL != "" {
 		a = append(a, "--gateway-url", c.NodehostGatewayURL)
