@@ -1,0 +1,357 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/runtimes"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envFake) == "1" {
+		fakeMain()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+type fixture struct {
+	d       *Driver
+	data    string
+	secrets string
+	events  string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	paths, err := runtimes.Ensure(t.Context())
+	require.NoError(t, err)
+	root := t.TempDir()
+	f := &fixture{data: filepath.Join(root, "data"), secrets: filepath.Join(root, "secrets"), events: filepath.Join(root, "events")}
+	require.NoError(t, os.MkdirAll(f.secrets, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(f.secrets, "good"), []byte("sk-good\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(f.secrets, "bad"), []byte("bad"), 0o600))
+	self, err := os.Executable()
+	require.NoError(t, err)
+	f.d, err = New(Config{DataDir: f.data, Binaries: Binaries{Gatewayd: self, Harnessd: self, Nodehost: self},
+		Runtimes: runtimes.Paths{Tini: paths.Tini}, Credentials: SecretDir(f.secrets), AllowHostNetwork: true,
+		Env:             []string{envFake + "=1", envEvents + "=" + f.events},
+		GatewayStopWait: 5 * time.Second, HarnessStopWait: 5 * time.Second, LeftoverGrace: 300 * time.Millisecond,
+		PollInterval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		// Stop whatever a failed test left running.
+		for _, r := range f.d.revs {
+			_, _ = f.d.stopRuntime(context.Background(), r)
+		}
+		f.d.Close()
+	})
+	return f
+}
+
+func embeddedRev(id string, key string) state.Revision {
+	return state.Revision{ID: id, AgentID: "agent1", NamespaceID: "ns1", Harness: state.HarnessIdentity{ID: state.HarnessOpenClaw},
+		Mode: state.ModeEmbedded, Document: []byte(`{"gateway":{"mode":"local"}}`),
+		HarnessAuth: &state.HarnessAuth{Method: "api_key", SourceRef: "local:" + key}}
+}
+
+func dedicatedRev(id string, key string) state.Revision {
+	return state.Revision{ID: id, AgentID: "agent2", NamespaceID: "ns1", Harness: state.HarnessIdentity{ID: state.HarnessCodex},
+		Mode: state.ModeDedicated, Document: []byte(`{"agents":{"defaults":{"model":"codex/gpt-5.5"}}}`),
+		HarnessAuth: &state.HarnessAuth{Method: "api_key", SourceRef: "local:" + key}}
+}
+
+func (f *fixture) waitReady(t *testing.T, rev state.Revision) {
+	t.Helper()
+	var last compute.Observation
+	require.Eventually(t, func() bool {
+		obs, err := f.d.ObserveRevision(t.Context(), rev)
+		require.NoError(t, err)
+		require.Empty(t, obs.HeldCode)
+		last = obs
+		return obs.Ready
+	}, 20*time.Second, 20*time.Millisecond, "last observation %+v", &last)
+}
+
+// procsOf snapshots the revision's supervisors and all their descendants.
+func (f *fixture) procsOf(t *testing.T, revID string) []proc {
+	t.Helper()
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	r := f.d.revs[revID]
+	require.NotNil(t, r)
+	var out []proc
+	for _, p := range []*proc{r.Gateway, r.Harness} {
+		if p != nil && p.alive() {
+			out = append(out, *p)
+			out = append(out, descendants(p.PID)...)
+		}
+	}
+	return out
+}
+
+func (f *fixture) eventLines(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(f.events)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	require.NoError(t, err)
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+func dialRoute(t *testing.T, data, agent string) string {
+	t.Helper()
+	rt, err := ReadRoute(data, agent)
+	require.NoError(t, err)
+	c, err := net.Dial("unix", rt.Socket)
+	require.NoError(t, err)
+	defer c.Close()
+	line, err := bufio.NewReader(c).ReadString('\n')
+	require.NoError(t, err)
+	return strings.TrimSpace(line)
+}
+
+func requireMode(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, mode, st.Mode().Perm(), path)
+}
+
+func TestEmbeddedLifecycle(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	rev := embeddedRev("rev1", "good")
+	require.NoError(t, f.d.EnsureNamespace(ctx, state.Namespace{ID: "ns1"}))
+	require.NoError(t, f.d.PrepareRevision(ctx, rev))
+	require.NoError(t, f.d.PrepareRevision(ctx, rev), "prepare is idempotent")
+	f.waitReady(t, rev)
+
+	revDir := f.d.RevisionDir(rev)
+	requireMode(t, revDir, 0o700)
+	requireMode(t, filepath.Join(revDir, "gateway", "secrets"), 0o700)
+	for _, k := range []string{KeyGatewayPassword, KeyStatusToken, KeyModelAPIKey} {
+		requireMode(t, filepath.Join(revDir, "gateway", "secrets", k), 0o600)
+	}
+	key, err := os.ReadFile(filepath.Join(revDir, "gateway", "secrets", KeyModelAPIKey))
+	require.NoError(t, err)
+	require.Equal(t, "sk-good", string(key))
+	requireMode(t, f.d.GatewayWorkspace("ns1", "agent1"), 0o700)
+
+	_, err = ReadRoute(f.data, "agent1")
+	require.Error(t, err, "no route before activation")
+	require.NoError(t, f.d.ActivateRevision(ctx, rev))
+	require.Equal(t, "gateway rev1", dialRoute(t, f.data, "agent1"))
+
+	procs := f.procsOf(t, "rev1")
+	require.GreaterOrEqual(t, len(procs), 3, "tini, the supervisor and its grandchild")
+	res, err := f.d.StopRevision(ctx, rev)
+	require.NoError(t, err)
+	require.Equal(t, compute.StopResult{Stopped: true}, res)
+	require.False(t, anyAlive(procs), "every process of the revision is gone")
+	obs, err := f.d.ObserveRevision(ctx, rev)
+	require.NoError(t, err)
+	require.False(t, obs.Ready)
+
+	res, err = f.d.StopRevision(ctx, rev)
+	require.NoError(t, err)
+	require.Equal(t, compute.StopResult{Stopped: true}, res, "stopping a stopped revision is idempotent")
+
+	require.NoError(t, f.d.RetireRevision(ctx, rev))
+	require.NoDirExists(t, revDir, "retire removes what the revision owns")
+	require.DirExists(t, f.d.GatewayWorkspace("ns1", "agent1"), "the Agent's claim survives retirement")
+	require.FileExists(t, filepath.Join(f.d.AgentDir("ns1", "agent1"), KeyGatewayPassword))
+
+	require.NoError(t, f.d.DeleteAgentRuntimeCredentials(ctx, state.Agent{ID: "agent1", NamespaceID: "ns1"}))
+	require.NoDirExists(t, f.d.AgentDir("ns1", "agent1"), "delete removes the Agent's claims and password")
+	require.NoFileExists(t, RoutePath(f.data, "agent1"))
+	require.NoError(t, f.d.DeleteNamespace(ctx, state.Namespace{ID: "ns1"}))
+	require.NoDirExists(t, f.d.nsDir("ns1"))
+}
+
+func TestEmbeddedReplacementIsStagedUntilActivation(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	r1, r2 := embeddedRev("rev1", "good"), embeddedRev("rev2", "good")
+	require.NoError(t, f.d.PrepareRevision(ctx, r1))
+	f.waitReady(t, r1)
+	require.NoError(t, f.d.ActivateRevision(ctx, r1))
+	old := f.procsOf(t, "rev1")
+
+	require.NoError(t, f.d.PrepareRevision(ctx, r2))
+	obs, err := f.d.ObserveRevision(ctx, r2)
+	require.NoError(t, err)
+	require.Equal(t, compute.Observation{Ready: true, Reason: ReasonStaged}, obs)
+	require.Nil(t, f.d.revs["rev2"].Gateway, "a staged replacement does not start beside the serving gateway")
+	require.Equal(t, "gateway rev1", dialRoute(t, f.data, "agent1"), "the predecessor keeps serving")
+
+	require.NoError(t, f.d.ActivateRevision(ctx, r2))
+	require.False(t, anyAlive(old), "the serving gateway stopped before the replacement took over")
+	f.waitReady(t, r2)
+	require.Eventually(t, func() bool {
+		rt, err := ReadRoute(f.data, "agent1")
+		return err == nil && rt.RevisionID == "rev2"
+	}, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, "gateway rev2", dialRoute(t, f.data, "agent1"))
+
+	require.NoError(t, f.d.RetireRevision(ctx, r1))
+	require.Equal(t, "gateway rev2", dialRoute(t, f.data, "agent1"), "retiring the predecessor keeps the route")
+}
+
+func TestDedicatedEnrollsNodeAndStopsGatewayFirst(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	rev := dedicatedRev("rev1", "good")
+	require.NoError(t, f.d.PrepareRevision(ctx, rev))
+	f.waitReady(t, rev)
+	ev := f.eventLines(t)
+	require.Contains(t, ev, "gateway rev1 minted")
+	require.Contains(t, ev, "harness rev1 enrolled")
+	require.NotContains(t, ev, "harness rev1 insecure-enrollment")
+	require.NoFileExists(t, enrollmentFile(f.d.revs["rev1"]), "the one-use file was consumed")
+
+	hs := filepath.Join(f.d.RevisionDir(rev), "harness", "secrets")
+	for _, k := range []string{KeyAppServerToken, KeyPluginStatusKey, KeyOpenAIAPIKey} {
+		requireMode(t, filepath.Join(hs, k), 0o600)
+	}
+	require.NoFileExists(t, filepath.Join(f.d.RevisionDir(rev), "gateway", "secrets", KeyOpenAIAPIKey),
+		"the dedicated Gateway receives no model credential")
+	require.FileExists(t, filepath.Join(f.d.HarnessWorkspace("ns1", "agent2"), "harness-was-here"))
+
+	require.NoError(t, f.d.ActivateRevision(ctx, rev))
+	procs := f.procsOf(t, "rev1")
+	res, err := f.d.StopRevision(ctx, rev)
+	require.NoError(t, err)
+	require.True(t, res.Stopped)
+	require.False(t, anyAlive(procs))
+	ev = f.eventLines(t)
+	gwExit, harTerm := indexOf(ev, "gateway rev1 exit"), indexOf(ev, "harness rev1 term")
+	require.GreaterOrEqual(t, gwExit, 0)
+	require.Greater(t, harTerm, gwExit, "the Gateway is gone before the Harness is stopped: %v", ev)
+
+	// Restarted behind the engine's back (a lost claim's late write).
+	require.NoError(t, f.d.PrepareRevision(ctx, rev))
+	res, err = f.d.StopRevision(ctx, rev)
+	require.NoError(t, err)
+	require.Equal(t, compute.StopResult{Stopped: true, CameBack: true}, res)
+
+	// A later revision reuses the Agent's workspace claim.
+	require.NoError(t, f.d.RetireRevision(ctx, rev))
+	require.FileExists(t, filepath.Join(f.d.HarnessWorkspace("ns1", "agent2"), "harness-was-here"))
+}
+
+func indexOf(lines []string, s string) int {
+	for i, l := range lines {
+		if l == s {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestHeldFailureIsReported(t *testing.T) {
+	for _, rev := range []state.Revision{embeddedRev("rev9", "bad"), dedicatedRev("rev9", "bad")} {
+		t.Run(rev.Mode, func(t *testing.T) {
+			f := newFixture(t)
+			require.NoError(t, f.d.PrepareRevision(t.Context(), rev))
+			require.Eventually(t, func() bool {
+				obs, err := f.d.ObserveRevision(t.Context(), rev)
+				require.NoError(t, err)
+				require.False(t, obs.Ready)
+				return obs.HeldCode == codes.Code("AUTHENTICATION_FAILED")
+			}, 20*time.Second, 20*time.Millisecond)
+		})
+	}
+}
+
+func TestRestartedDriverStopsWhatItHadStarted(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	rev := embeddedRev("rev1", "good")
+	require.NoError(t, f.d.PrepareRevision(ctx, rev))
+	f.waitReady(t, rev)
+	require.NoError(t, f.d.ActivateRevision(ctx, rev))
+	procs := f.procsOf(t, "rev1")
+	f.d.Close()
+
+	d2, err := New(f.d.cfg)
+	require.NoError(t, err)
+	defer d2.Close()
+	require.Equal(t, "gateway rev1", dialRoute(t, f.data, "agent1"), "the route survives a coordinator restart")
+	obs, err := d2.ObserveRevision(ctx, rev)
+	require.NoError(t, err)
+	require.True(t, obs.Ready, "%+v", obs)
+	res, err := d2.StopRevision(ctx, rev)
+	require.NoError(t, err)
+	require.True(t, res.Stopped)
+	require.Eventually(t, func() bool { return !anyAlive(procs) }, 5*time.Second, 10*time.Millisecond)
+	f.d.revs = map[string]*revRuntime{}
+}
+
+func TestRefusals(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+
+	bad := embeddedRev("../x", "good")
+	err := f.d.PrepareRevision(ctx, bad)
+	code, permanent := compute.ErrorCode(err, "")
+	require.Equal(t, CodeInvalidTarget, code)
+	require.True(t, permanent)
+
+	other := embeddedRev("rev1", "good")
+	other.Mode = state.ModeDedicated
+	err = f.d.PrepareRevision(ctx, other)
+	code, permanent = compute.ErrorCode(err, "")
+	require.Equal(t, CodeUnsupported, code)
+	require.True(t, permanent)
+
+	missing := embeddedRev("rev1", "nope")
+	err = f.d.PrepareRevision(ctx, missing)
+	code, permanent = compute.ErrorCode(err, "")
+	require.Equal(t, CodeCredentialsMissing, code)
+	require.True(t, permanent)
+
+	require.NoError(t, os.WriteFile(filepath.Join(f.secrets, "open"), []byte("k"), 0o644))
+	err = f.d.PrepareRevision(ctx, embeddedRev("rev2", "open"))
+	code, _ = compute.ErrorCode(err, "")
+	require.Equal(t, CodeCredentialsMissing, code, "a group-readable secret file is refused")
+
+	caps := f.d.Capabilities()
+	require.True(t, caps.SupportsTopology(state.HarnessOpenClaw, state.ModeEmbedded))
+	require.True(t, caps.SupportsTopology(state.HarnessCodex, state.ModeDedicated))
+	require.False(t, caps.SupportsTopology(state.HarnessOpenClaw, state.ModeDedicated))
+	require.True(t, caps.RequiresStoppedPredecessors(state.ModeDedicated))
+	require.False(t, caps.ActivateBeforeCommit)
+}
+
+func TestRefusesHostNetworkUnlessAllowed(t *testing.T) {
+	orig := isolationCheck
+	t.Cleanup(func() { isolationCheck = orig })
+	isolationCheck = func() error { return errors.New("interface \"eth0\" is present") }
+	cfg := Config{DataDir: t.TempDir(), Binaries: BinariesIn("/nonexistent"), Runtimes: runtimes.Paths{Tini: "/usr/bin/tini"}}
+	_, err := New(cfg)
+	require.ErrorIs(t, err, ErrNotIsolated)
+	require.Contains(t, err.Error(), "allow host networking")
+	cfg.AllowHostNetwork = true
+	d, err := New(cfg)
+	require.NoError(t, err)
+	d.Close()
+	isolationCheck = func() error { return nil }
+	cfg.AllowHostNetwork = false
+	d, err = New(cfg)
+	require.NoError(t, err)
+	d.Close()
+}

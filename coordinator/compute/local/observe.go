@@ -1,0 +1,229 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/ocproto"
+	"oce.dev/oce/shared/status"
+)
+
+// Readiness reasons (closed set).
+const (
+	ReasonReady           = "ready"
+	ReasonNotPrepared     = "not-prepared"
+	ReasonStopped         = "stopped"
+	ReasonStaged          = "staged"
+	ReasonHeld            = "held"
+	ReasonGatewayExited   = "gateway-exited"
+	ReasonHarnessExited   = "harness-exited"
+	ReasonGatewayNotReady = "gateway-not-ready"
+	ReasonHarnessNotReady = "harness-not-ready"
+	ReasonEnrolling       = "node-not-enrolled"
+)
+
+// Authenticated gatewayd status routes (docs/RUNTIME-CONTRACT.md).
+const (
+	PathSetupCode = "/oce/v1/setup-code"
+	PathNodes     = "/oce/v1/nodes"
+)
+
+var httpClient = &http.Client{}
+
+// ObserveRevision implements compute.Driver. A held failure of either
+// supervisor (its /openclaw/runtime/status runtimeFailure) is reported in
+// HeldCode. A dedicated revision is ready only when both supervisors are
+// ready and its workspace node was observed enrolled: until then each
+// observation advances enrollment — it mints a one-use setup code through
+// the candidate gateway's status route and delivers it to the Harness as a
+// mode-0600 file (again only after the previous code expired).
+func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compute.Observation, error) {
+	if err := checkIDs(rev.NamespaceID, rev.AgentID, rev.ID); err != nil {
+		return compute.Observation{}, err
+	}
+	d.mu.Lock()
+	r := d.lookup(rev)
+	var snap revRuntime
+	if r != nil {
+		snap = *r
+	}
+	d.mu.Unlock()
+	switch {
+	case r == nil:
+		return compute.Observation{Reason: ReasonNotPrepared}, nil
+	case snap.Stopped:
+		return compute.Observation{Reason: ReasonStopped}, nil
+	case snap.Staged:
+		// Embedded preparation does not validate the replacement: it starts
+		// (and checks its credentials) at activation (seed 000 step 3).
+		return compute.Observation{Ready: true, Reason: ReasonStaged}, nil
+	}
+	gwAddr := fmt.Sprintf("127.0.0.1:%d", snap.Ports.GatewayStatus)
+	if snap.Topology == topoDedicatedCodex {
+		harAddr := fmt.Sprintf("127.0.0.1:%d", snap.Ports.HarnessStatus)
+		if obs, done := observeOne(ctx, snap.Harness, harAddr, ReasonHarnessExited, ReasonHarnessNotReady); done {
+			return obs, nil
+		}
+	}
+	if obs, done := observeOne(ctx, snap.Gateway, gwAddr, ReasonGatewayExited, ReasonGatewayNotReady); done {
+		return obs, nil
+	}
+	if snap.Topology == topoDedicatedCodex && !snap.Enrolled {
+		enrolled, err := d.advanceEnrollment(ctx, r, gwAddr)
+		if err != nil {
+			d.log.Info("enrollment pending", "revision", rev.ID, "error", err.Error())
+		}
+		if !enrolled {
+			return compute.Observation{Reason: ReasonEnrolling}, nil
+		}
+	}
+	return compute.Observation{Ready: true, Reason: ReasonReady}, nil
+}
+
+// observeOne reads one supervisor; done means obs is the final answer.
+func observeOne(ctx context.Context, p *proc, addr, exited, notReady string) (compute.Observation, bool) {
+	if held, cause, err := heldFailure(ctx, addr); err == nil && held != "" {
+		return compute.Observation{Reason: ReasonHeld, HeldCode: held, Cause: cause}, true
+	}
+	if !p.alive() {
+		return compute.Observation{Reason: exited}, true
+	}
+	ok, _, _ := status.ReadyCheck(ctx, addr)
+	if !ok {
+		return compute.Observation{Reason: notReady}, true
+	}
+	return compute.Observation{}, false
+}
+
+// heldFailure reads runtimeFailure from the supervisor's runtime status.
+func heldFailure(ctx context.Context, addr string) (codes.Code, *codes.Cause, error) {
+	ctx, cancel := context.WithTimeout(ctx, StatusTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+status.PathRuntimeStatus, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	res, err := httpClient.Do(req)
+	if err != nil {
+		return "", nil, err
+	}
+	defer res.Body.Close()
+	var doc struct {
+		RuntimeFailure *status.RuntimeFailure `json:"runtimeFailure"`
+	}
+	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&doc); err != nil {
+		return "", nil, err
+	}
+	if doc.RuntimeFailure == nil {
+		return "", nil, nil
+	}
+	c := doc.RuntimeFailure.Code
+	if !codes.IsRuntimeDiagnostic(c) {
+		c = codes.Unavailable
+	}
+	return c, doc.RuntimeFailure.Cause, nil
+}
+
+// NodeStatus is one entry of gatewayd's GET /oce/v1/nodes.
+type NodeStatus struct {
+	NodeID    string   `json:"nodeId"`
+	Connected bool     `json:"connected"`
+	Commands  []string `json:"commands"`
+}
+
+func (d *Driver) statusToken(r *revRuntime) (string, error) {
+	b, err := os.ReadFile(filepath.Join(r.dir, "gateway", "secrets", KeyStatusToken))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func statusCall(ctx context.Context, method, url, token string, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, SetupCodeTimeout)
+	defer cancel()
+	var body io.Reader
+	if method == http.MethodPost {
+		body = bytes.NewReader([]byte("{}"))
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("local: %s %s: status %d", method, url[strings.LastIndex(url, "/"):], res.StatusCode)
+	}
+	return json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(out)
+}
+
+// advanceEnrollment observes the workspace node and, while none is
+// connected, delivers a fresh one-use setup code when none is pending.
+func (d *Driver) advanceEnrollment(ctx context.Context, r *revRuntime, gwAddr string) (bool, error) {
+	token, err := d.statusToken(r)
+	if err != nil {
+		return false, err
+	}
+	var nodes struct {
+		Nodes []NodeStatus `json:"nodes"`
+	}
+	if err := statusCall(ctx, http.MethodGet, "http://"+gwAddr+PathNodes, token, &nodes); err != nil {
+		return false, err
+	}
+	for _, n := range nodes.Nodes {
+		if n.Connected {
+			d.mu.Lock()
+			r.Enrolled = true
+			err := r.save()
+			d.mu.Unlock()
+			return true, err
+		}
+	}
+	d.mu.Lock()
+	pending := r.EnrollExpiresAtMs > now().UnixMilli()
+	d.mu.Unlock()
+	if pending {
+		return false, nil
+	}
+	var sc struct {
+		SetupCode   string `json:"setupCode"`
+		ExpiresAtMs int64  `json:"expiresAtMs"`
+	}
+	if err := statusCall(ctx, http.MethodPost, "http://"+gwAddr+PathSetupCode, token, &sc); err != nil {
+		return false, err
+	}
+	if sc.SetupCode == "" {
+		return false, errors.New("local: empty setup code")
+	}
+	// One-use target, private to the Harness: mode 0600, atomic rename.
+	if err := ocproto.WriteFileAtomic(enrollmentFile(r), []byte(sc.SetupCode), 0o600); err != nil {
+		return false, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r.EnrollExpiresAtMs = sc.ExpiresAtMs
+	if r.EnrollExpiresAtMs == 0 {
+		r.EnrollExpiresAtMs = now().Add(SetupCodeTimeout).UnixMilli()
+	}
+	d.log.Info("enrollment delivered", "revision", r.RevisionID)
+	return false, r.save()
+}
