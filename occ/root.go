@@ -128,6 +128,7 @@ func NewRootCommand(opts Options) *cobra.Command {
 		c.GroupID = "ops"
 		root.AddCommand(c)
 	}
+	a.registerDev(root)
 	root.AddCommand(completionCmd(root))
 	groups(root)
 	return root

@@ -1,0 +1,90 @@
+package occ
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func runOcc(t *testing.T, env map[string]string, args ...string) (string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	code := Main(t.Context(), args, Options{Stdout: &out, Stderr: &out, WorkDir: t.TempDir(),
+		ConfigFile: filepath.Join(t.TempDir(), "none.yaml"), Getenv: func(k string) string { return env[k] }})
+	return out.String(), code
+}
+
+func TestDevUpRefusesRealProviderWithoutOptIn(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "dev")
+	out, code := runOcc(t, map[string]string{"OPENAI_API_KEY": "sk-real"}, "dev", "up", "--dir", dir)
+	require.Equal(t, ExitUsage, code, out)
+	require.Contains(t, out, "--allow-host-network")
+	require.NoDirExists(t, dir, "a refused dev up changes nothing")
+}
+
+func TestDevDownWithoutInstance(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "dev")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "runtimes"), 0o700))
+	out, code := runOcc(t, nil, "dev", "down", "--dir", dir)
+	require.Equal(t, ExitOK, code, out)
+	require.DirExists(t, dir, "down keeps the data")
+	out, code = runOcc(t, nil, "dev", "down", "--dir", dir, "--purge")
+	require.Equal(t, ExitOK, code, out)
+	require.NoDirExists(t, dir, "--purge removes the data")
+}
+
+func TestDevDownStopsRecordedRuntimes(t *testing.T) {
+	dir := t.TempDir()
+	// A "supervisor" the local driver recorded, outliving its coordinator.
+	cmd := startCmd(t, "sleep", "600")
+	st, err := startTimeOf(cmd.Process.Pid)
+	require.NoError(t, err)
+	runDir := filepath.Join(dir, "runtimes", "ns", "agent", "revisions", "rev")
+	require.NoError(t, os.MkdirAll(runDir, 0o700))
+	b, _ := json.Marshal(map[string]any{"gateway": map[string]any{"pid": cmd.Process.Pid, "startTime": st}})
+	require.NoError(t, os.WriteFile(filepath.Join(runDir, "run.json"), b, 0o600))
+	var out bytes.Buffer
+	require.NoError(t, devDown(context.Background(), &out, dir, false))
+	require.False(t, devPid{PID: cmd.Process.Pid, StartTime: st}.alive(), "the recorded supervisor is gone")
+}
+
+func TestMessageText(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"role":"assistant","content":[{"type":"text","text":"Hello"},{"type":"text","text":" world"}]}`, "Hello world"},
+		{`{"role":"assistant","content":"plain"}`, "plain"},
+		{`{"text":"t"}`, "t"},
+		{`null`, ""},
+		{`not json`, ""},
+		{`[{"parts":[{"text":"a"}]}]`, "a"},
+	} {
+		require.Equal(t, tc.want, messageText(json.RawMessage(tc.in)), tc.in)
+	}
+}
+
+func FuzzMessageText(f *testing.F) {
+	f.Add(`{"content":[{"text":"x"}]}`)
+	f.Add(`[[[[{"parts":[]}]]]]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		_ = messageText(json.RawMessage(s))
+	})
+}
+
+func TestSendWithoutRoute(t *testing.T) {
+	_, err := SendAndCollect(t.Context(), t.TempDir(), "agent1", "main", "hi", &bytes.Buffer{}, nil)
+	require.ErrorContains(t, err, "no local gateway route")
+}
+
+func startCmd(t *testing.T, name string, args ...string) *osexec.Cmd {
+	t.Helper()
+	cmd := osexec.Command(name, args...)
+	require.NoError(t, cmd.Start())
+	go func() { _ = cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd
+}
