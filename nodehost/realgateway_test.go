@@ -83,6 +83,14 @@ func waitConnected(t *testing.T, ctx context.Context, op *ocproto.Operator, devi
 	return found
 }
 
+// waitHost waits until the gateway lists h connected and h itself has
+// persisted its credentials (it reports Connected only after that).
+func waitHost(t *testing.T, ctx context.Context, op *ocproto.Operator, h *Host) ocproto.NodeInfo {
+	n := waitConnected(t, ctx, op, h.DeviceID())
+	require.Eventually(t, h.Connected, 30*time.Second, 50*time.Millisecond)
+	return n
+}
+
 func runHost(t *testing.T, cfg Config) (*Host, context.CancelFunc, chan error) {
 	h, err := New(cfg)
 	require.NoError(t, err)
@@ -128,10 +136,7 @@ func TestRealGatewayEnrollServeReconnect(t *testing.T) {
 
 	cfg := Config{StateDir: gwNode, Workspace: gwWS, EnrollmentFile: enroll, DisplayName: "it-node"}
 	h, stop, done := runHost(t, cfg)
-	waitConnected(t, ctx, op, h.DeviceID())
-	// Connected turns true only after the token is persisted and the
-	// enrollment file deleted (the gateway may list the node a moment earlier).
-	require.Eventually(t, h.Connected, 30*time.Second, 50*time.Millisecond)
+	waitHost(t, ctx, op, h)
 
 	// the one-use enrollment file is consumed; the device token is private
 	_, err := os.Stat(enroll)
@@ -167,7 +172,7 @@ func TestRealGatewayEnrollServeReconnect(t *testing.T) {
 	// restart with the device token alone (no enrollment file any more)
 	h2, stop2, done2 := runHost(t, Config{StateDir: gwNode, Workspace: gwWS, DisplayName: "it-node"})
 	require.Equal(t, h.DeviceID(), h2.DeviceID())
-	waitConnected(t, ctx, op, h2.DeviceID())
+	waitHost(t, ctx, op, h2)
 	which = invoke(t, ctx, op, h2.DeviceID(), "system.which", map[string]any{"bins": []string{"sh"}})
 	require.Contains(t, which["bins"], "sh")
 	stopHost(t, stop2, done2)
@@ -214,13 +219,13 @@ func TestRealGatewayExplicitApprovalOfExpandedSurface(t *testing.T) {
 	state, ws, enroll := filepath.Join(dir, "state"), filepath.Join(dir, "ws"), filepath.Join(dir, "enroll")
 	writeEnrollment(t, ctx, op, g, enroll)
 	h, stop, done := runHost(t, Config{StateDir: state, Workspace: ws, EnrollmentFile: enroll, FileOnly: true})
-	n := waitConnected(t, ctx, op, h.DeviceID())
+	n := waitHost(t, ctx, op, h)
 	require.NotContains(t, n.Commands, "system.run")
 	stopHost(t, stop, done)
 
 	h2, stop2, done2 := runHost(t, Config{StateDir: state, Workspace: ws})
 	defer stopHost(t, stop2, done2)
-	waitConnected(t, ctx, op, h2.DeviceID())
+	waitHost(t, ctx, op, h2)
 	var pending ocproto.PendingNode
 	require.Eventually(t, func() bool {
 		l, err := op.NodePairList(ctx)
