@@ -9,7 +9,6 @@
 package kubernetes
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"sync"
@@ -75,21 +74,11 @@ const (
 	CodeCredentialsMissing = "HARNESS_AUTH_REQUIRED"
 )
 
-// Credentials resolves a revision's harnessAuth binding to the secret bytes
-// the driver delivers into the revision-owned data-plane Secret. The map
-// key is the secret file name (model-api-key, openai-api-key,
-// codex-access-token, …); values never appear in logs or errors.
-type Credentials interface {
-	Resolve(ctx context.Context, rev state.Revision) (map[string][]byte, error)
-}
+// Credentials resolves a revision's harnessAuth binding (see compute.Credentials).
+type Credentials = compute.Credentials
 
 // CredentialsFunc adapts a function to Credentials.
-type CredentialsFunc func(ctx context.Context, rev state.Revision) (map[string][]byte, error)
-
-// Resolve implements Credentials.
-func (f CredentialsFunc) Resolve(ctx context.Context, rev state.Revision) (map[string][]byte, error) {
-	return f(ctx, rev)
-}
+type CredentialsFunc = compute.CredentialsFunc
 
 // Config configures the driver. Zero durations take the constants above.
 type Config struct {

@@ -17,7 +17,6 @@
 package local
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,20 +83,11 @@ func BinariesIn(dir string) Binaries {
 		Nodehost: filepath.Join(dir, "nodehost")}
 }
 
-// Credentials resolves a revision's harnessAuth binding to the secret files
-// the driver delivers (file name → bytes: model-api-key, openai-api-key,
-// codex-access-token). Values never appear in logs or errors.
-type Credentials interface {
-	Resolve(ctx context.Context, rev state.Revision) (map[string][]byte, error)
-}
+// Credentials resolves a revision's harnessAuth binding (see compute.Credentials).
+type Credentials = compute.Credentials
 
 // CredentialsFunc adapts a function to Credentials.
-type CredentialsFunc func(ctx context.Context, rev state.Revision) (map[string][]byte, error)
-
-// Resolve implements Credentials.
-func (f CredentialsFunc) Resolve(ctx context.Context, rev state.Revision) (map[string][]byte, error) {
-	return f(ctx, rev)
-}
+type CredentialsFunc = compute.CredentialsFunc
 
 // Config configures the driver. Zero durations take the constants above.
 type Config struct {
