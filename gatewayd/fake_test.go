@@ -150,28 +150,13 @@ func TestRespawnAfterDeathsThenExhaustion(t *testing.T) {
 func TestRespawnAttemptsExhausted(t *testing.T) {
 	f := fakeSetup(t, DedicatedOpenClaw)
 	f.env["OCE_GATEWAYD_POLICY"] += ",readyWithin=300ms"
+	neverReady := filepath.Join(f.dir, "never-ready")
+	f.env["FAKEOC_NEVER_READY_FILE"] = neverReady
 	p := startGW(t, f.dir, f.env)
 	p.waitReady(20 * time.Second)
-	// kill every new gateway as soon as it appears: no attempt becomes ready
+	// from now on no new gateway gets ready: every attempt times out
+	require.NoError(t, os.WriteFile(neverReady, nil, 0o600))
 	pids := f.gatewayPids()
-	stop := make(chan struct{})
-	go func() {
-		seen := len(pids)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			if ps := f.gatewayPids(); len(ps) > seen {
-				for _, pid := range ps[seen:] {
-					_ = syscall.Kill(-pid, syscall.SIGKILL)
-				}
-				seen = len(ps)
-			}
-		}
-	}()
-	defer close(stop)
 	require.NoError(t, syscall.Kill(-pids[0], syscall.SIGKILL))
 	require.Equal(t, 1, p.waitExit(30*time.Second))
 	require.Len(t, f.gatewayPids(), 1+AttemptsPerRespawn, "exactly three attempts")

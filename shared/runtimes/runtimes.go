@@ -31,6 +31,10 @@ type Paths struct {
 	OpenClawMJS string // openclaw.mjs, run as Node <OpenClawMJS> …
 	Codex       string // native codex binary
 	Tini        string // /usr/bin/tini
+	// NPMCache is an npm cache holding the gateway's codex plugin
+	// (@openclaw/codex) for offline installs (an older manifest without it
+	// is reinstalled by Ensure).
+	NPMCache string
 }
 
 // OpenClawCommand returns argv for running the openclaw CLI with args.
@@ -67,8 +71,10 @@ func Load() (Paths, error) {
 			vals[k] = v
 		}
 	}
-	p := Paths{Node: vals["OCE_NODE"], OpenClawMJS: vals["OCE_OPENCLAW_MJS"], Codex: vals["OCE_CODEX"], Tini: vals["OCE_TINI"]}
-	for name, file := range map[string]string{"node": p.Node, "openclaw": p.OpenClawMJS, "codex": p.Codex, "tini": p.Tini} {
+	p := Paths{Node: vals["OCE_NODE"], OpenClawMJS: vals["OCE_OPENCLAW_MJS"], Codex: vals["OCE_CODEX"], Tini: vals["OCE_TINI"],
+		NPMCache: vals["OCE_NPM_CACHE"]}
+	for name, file := range map[string]string{"node": p.Node, "openclaw": p.OpenClawMJS, "codex": p.Codex, "tini": p.Tini,
+		"npm cache": p.NPMCache} {
 		if file == "" {
 			return Paths{}, fmt.Errorf("%w: manifest names no %s", ErrMissing, name)
 		}
