@@ -87,6 +87,14 @@ func (g *Gatewayd) gatewayEnv(withSecrets bool) []string {
 	if g.configReadonly {
 		env = append(env, "OPENCLAW_CONFIG_READONLY=1")
 	}
+	if g.cfg.Topology == DedicatedCodex {
+		// the gateway tries to update the codex plugin at every start; offline
+		// that fails at once instead of retrying DNS for a minute
+		env = append(supervise.Env(env, "npm_config_offline", "npm_config_cache"), "npm_config_offline=true")
+		if g.cfg.NPMCache != "" {
+			env = append(env, "npm_config_cache="+g.cfg.NPMCache)
+		}
+	}
 	if !withSecrets {
 		return env
 	}

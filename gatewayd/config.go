@@ -155,6 +155,9 @@ type Config struct {
 	StatusToken                      string // bearer of the coordinator routes (secret)
 	OpenClawCommand                  []string
 	AssetsSource, AssetsDir          string
+	// NPMCache is the npm cache the codex plugin is installed from, offline
+	// (dedicated Codex); empty installs nothing.
+	NPMCache string
 	// ChildEnv is the environment the gateway and doctor start from (secrets
 	// already removed); nil means this process's environment without secrets.
 	ChildEnv []string
@@ -200,6 +203,7 @@ func LoadConfig() (Config, error) {
 		WorkspaceNodeID:  get("OCE_WORKSPACE_NODE_ID"),
 		AssetsSource:     or(get("OCE_RUNTIME_ASSETS_SOURCE"), DefaultAssetsSource),
 		AssetsDir:        or(get("OCE_RUNTIME_ASSETS_DIR"), DefaultAssetsDir),
+		NPMCache:         get("OCE_NPM_CACHE"),
 		Policy:           DefaultPolicy(),
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(or(get("OCE_LOG_LEVEL"), "info"))); err != nil {

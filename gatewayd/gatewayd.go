@@ -218,11 +218,21 @@ func (g *Gatewayd) startup(ctx, parent context.Context) (int, bool) {
 		}
 	}
 	// 6. configure
+	installCodex := g.needsCodexInstall()
 	if err := g.phases.Run(ctx, PhaseConfigure, func(ctx context.Context) error {
 		if rerr != nil {
 			return phase.FailCheck(PhaseConfigure, codes.NotConfigured, rerr)
 		}
-		path, writable, err := writeRendered(g.cfg.ConfigDir, rendered.JSON)
+		doc := rendered.JSON
+		if installCodex {
+			// the plugin must be installed before the config names it
+			pre, err := preInstallConfig(doc)
+			if err != nil {
+				return phase.FailCheck(PhaseConfigure, codes.NotConfigured, err)
+			}
+			doc = pre
+		}
+		path, writable, err := writeRendered(g.cfg.ConfigDir, keepMeta(doc, g.cfg.RenderedConfigPath()))
 		if err != nil {
 			return phase.FailCheck(PhaseConfigure, codes.Unavailable, err)
 		}
@@ -232,8 +242,14 @@ func (g *Gatewayd) startup(ctx, parent context.Context) (int, bool) {
 	}); err != nil {
 		return g.failed(parent, PhaseConfigure, err)
 	}
-	// 7. plugin-install: the selected plugins are enabled in the rendered config
-	if err := g.phases.Run(ctx, PhasePluginInstall, func(ctx context.Context) error { return nil }); err != nil {
+	// 7. plugin-install: the codex plugin (dedicated Codex) is installed
+	// offline when missing; the selected plugins are enabled in the config
+	if err := g.phases.Run(ctx, PhasePluginInstall, func(ctx context.Context) error {
+		if !installCodex {
+			return nil
+		}
+		return g.installCodexPlugin(ctx, rendered.JSON)
+	}); err != nil {
 		return g.failed(parent, PhasePluginInstall, err)
 	}
 	// 8. state migration

@@ -19,6 +19,10 @@ type CodexSettings struct {
 	PluginsEnabled bool
 	// WorkspaceID pins forced_chatgpt_workspace_id (service account).
 	WorkspaceID string
+	// OpenAIBaseURL points Codex's built-in openai provider at the offline
+	// endpoint override: the gateway's codex plugin starts threads with
+	// model provider "openai", whatever model_provider says.
+	OpenAIBaseURL string
 }
 
 // tomlString renders s as a TOML basic string.
@@ -50,7 +54,8 @@ func tomlString(s string) string {
 // no credential.
 func RenderCodexConfig(s CodexSettings) (string, error) {
 	model := s.Model.CodexModel()
-	if model == "" || !utf8.ValidString(model) || !utf8.ValidString(s.WorkspaceID) {
+	if model == "" || !utf8.ValidString(model) || !utf8.ValidString(s.WorkspaceID) ||
+		s.OpenAIBaseURL != "" && !validEndpoint(s.OpenAIBaseURL) {
 		return "", fmt.Errorf("%w: model or workspace id not renderable", ErrConfig)
 	}
 	var b strings.Builder
@@ -58,6 +63,9 @@ func RenderCodexConfig(s CodexSettings) (string, error) {
 	fmt.Fprintf(&b, "model = %s\n", tomlString(model))
 	if s.Model.BaseURL != "" {
 		fmt.Fprintf(&b, "model_provider = %s\n", tomlString(EndpointProvider))
+	}
+	if s.OpenAIBaseURL != "" {
+		fmt.Fprintf(&b, "openai_base_url = %s\n", tomlString(s.OpenAIBaseURL))
 	}
 	b.WriteString("allow_login_shell = false\n")
 	b.WriteString("cli_auth_credentials_store = \"file\"\n")

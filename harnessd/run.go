@@ -270,7 +270,8 @@ func (h *harness) workspaceSetup(context.Context) error {
 	if err := os.Remove(h.markerPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return phase.Fail(codes.Unavailable, fmt.Errorf("remove stale ready marker: %w", err))
 	}
-	text, err := RenderCodexConfig(CodexSettings{Model: m, PluginsEnabled: h.pluginsEnabled(), WorkspaceID: cfg.WorkspaceID})
+	text, err := RenderCodexConfig(CodexSettings{Model: m, PluginsEnabled: h.pluginsEnabled(), WorkspaceID: cfg.WorkspaceID,
+		OpenAIBaseURL: strings.TrimSpace(os.Getenv(EnvProviderOverride))})
 	if err != nil {
 		return phase.Fail(codes.NotConfigured, err)
 	}

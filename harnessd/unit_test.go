@@ -32,6 +32,7 @@ func TestRenderCodexConfigGolden(t *testing.T) {
 	}{
 		{"builtin-openai", CodexSettings{Model: Model{Ref: mustRef(t, "openai/gpt-5.5")}}},
 		{"custom-endpoint", CodexSettings{Model: Model{Ref: mustRef(t, "codex/vendor/org/model"), BaseURL: "https://models.example.internal/v1"}}},
+		{"offline-openai-override", CodexSettings{Model: Model{Ref: mustRef(t, "openai/gpt-5.5"), BaseURL: "http://127.0.0.1:9/v1"}, OpenAIBaseURL: "http://127.0.0.1:9/v1"}},
 		{"service-account-plugins", CodexSettings{Model: Model{Ref: mustRef(t, "codex/gpt-5.5")}, PluginsEnabled: true, WorkspaceID: `ws-"quoted"\id`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,6 +50,7 @@ func TestRenderCodexConfigGolden(t *testing.T) {
 				require.Contains(t, got, must)
 			}
 			require.Equal(t, tc.s.Model.BaseURL != "", strings.Contains(got, `wire_api = "responses"`))
+			require.Equal(t, tc.s.OpenAIBaseURL != "", strings.Contains(got, "openai_base_url = "))
 		})
 	}
 }
@@ -289,4 +291,13 @@ func TestCredentialEnvScrubbed(t *testing.T) {
 	require.Contains(t, login, "SSL_CERT_FILE=/etc/ssl/cert.pem")
 	args := strings.Join(appArgs("0.0.0.0", 18790, "/run/tok"), " ")
 	require.Equal(t, `app-server --listen ws://0.0.0.0:18790 --ws-auth capability-token --ws-token-file /run/tok -c otel.exporter="none" -c otel.log_user_prompt=false -c allow_login_shell=false`, args)
+}
+
+// An offline override that cannot be a TOML basic string without escaping
+// is refused, never rendered.
+func TestRenderCodexConfigRejectsBadOpenAIBase(t *testing.T) {
+	for _, u := range []string{"ftp://x/v1", "http://x/v1\" evil", "http://a b/v1"} {
+		_, err := RenderCodexConfig(CodexSettings{Model: Model{Ref: mustRef(t, "openai/gpt-5.5")}, OpenAIBaseURL: u})
+		require.ErrorIs(t, err, ErrConfig, u)
+	}
 }

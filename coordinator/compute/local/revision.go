@@ -366,6 +366,10 @@ func (d *Driver) startGateway(_ context.Context, rev state.Revision, r *revRunti
 			"OCE_APP_SERVER_URL="+fmt.Sprintf("ws://127.0.0.1:%d", r.Ports.AppServer),
 			"OCE_NODE_WORKSPACE_DIR="+d.HarnessWorkspace(rev.NamespaceID, rev.AgentID),
 		)
+		if r.Topology == topoDedicatedCodex && d.cfg.Runtimes.NPMCache != "" {
+			// gatewayd installs the codex plugin offline from it
+			env = append(env, "OCE_NPM_CACHE="+d.cfg.Runtimes.NPMCache)
+		}
 	}
 	p, err := startProc(d.cfg.Runtimes.Tini, "gateway", []string{d.cfg.Binaries.Gatewayd}, env, gw,
 		filepath.Join(r.dir, "gateway.log"))

@@ -3,15 +3,22 @@
 // serves GET /readyz 200 on 127.0.0.1:P and exits 0 on SIGTERM; `doctor
 // --fix --non-interactive` migrates and exits 0. Every call appends one line
 // to $FAKEOC_RECORD. Knobs: FAKEOC_DOCTOR_EXIT (exit code), FAKEOC_DOCTOR_BLOCK=1
-// (run until SIGTERM), FAKEOC_READY_DELAY (duration before /readyz is 200).
+// (run until SIGTERM), FAKEOC_READY_DELAY (duration before /readyz is 200),
+// FAKEOC_NEVER_READY_FILE (while it exists, newly started gateways never get ready).
+// `plugins install npm:@openclaw/codex@V --force`, like the real one, installs
+// under $OPENCLAW_STATE_DIR/npm/projects/ and rewrites the config with a
+// `meta` object; it records npm_config_offline and whether the config already
+// named the codex plugin. FAKEOC_INSTALL_EXIT fails it.
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,9 +60,17 @@ func main() {
 			}
 		}
 		_, hasPw := os.LookupEnv("OPENCLAW_GATEWAY_PASSWORD")
-		record(fmt.Sprintf("gateway pid=%d args=%s password=%v", os.Getpid(), strings.Join(args, " "), hasPw))
+		record(fmt.Sprintf("gateway pid=%d args=%s password=%v npm_config_offline=%s", os.Getpid(), strings.Join(args, " "),
+			hasPw, os.Getenv("npm_config_offline")))
 		delay, _ := time.ParseDuration(os.Getenv("FAKEOC_READY_DELAY"))
 		readyAt := time.Now().Add(delay)
+		// FAKEOC_NEVER_READY_FILE: a gateway started while that file exists
+		// never answers /readyz 200 (a respawn attempt that cannot get ready).
+		if f := os.Getenv("FAKEOC_NEVER_READY_FILE"); f != "" {
+			if _, err := os.Stat(f); err == nil {
+				readyAt = time.Now().Add(100 * 365 * 24 * time.Hour)
+			}
+		}
 		ln, err := net.Listen("tcp", "127.0.0.1:"+port)
 		if err != nil {
 			os.Exit(1)
@@ -72,6 +87,32 @@ func main() {
 		}()
 		<-sig
 		record(fmt.Sprintf("gateway-sigterm pid=%d", os.Getpid()))
+		os.Exit(0)
+	case len(args) >= 2 && args[0] == "plugins" && args[1] == "install":
+		cfgPath := os.Getenv("OPENCLAW_CONFIG_PATH")
+		var cfg map[string]any
+		b, _ := os.ReadFile(cfgPath)
+		_ = json.Unmarshal(b, &cfg)
+		plugins, _ := cfg["plugins"].(map[string]any)
+		entries, _ := plugins["entries"].(map[string]any)
+		_, named := entries["codex"]
+		record(fmt.Sprintf("plugins-install %s offline=%s cache=%v named=%v", strings.Join(args[2:], " "),
+			os.Getenv("npm_config_offline"), os.Getenv("npm_config_cache") != "", named))
+		if code, _ := strconv.Atoi(os.Getenv("FAKEOC_INSTALL_EXIT")); code != 0 {
+			os.Exit(code)
+		}
+		pkg := filepath.Join(os.Getenv("OPENCLAW_STATE_DIR"), "npm", "projects", "openclaw-codex-fake", "node_modules", "@openclaw", "codex")
+		if os.MkdirAll(pkg, 0o700) != nil || os.WriteFile(filepath.Join(pkg, "package.json"), []byte(`{"name":"@openclaw/codex"}`), 0o600) != nil {
+			os.Exit(1)
+		}
+		if cfg == nil {
+			cfg = map[string]any{}
+		}
+		cfg["meta"] = map[string]any{"lastTouchedVersion": "fake"}
+		out, _ := json.Marshal(cfg)
+		if os.WriteFile(cfgPath, out, 0o600) != nil {
+			os.Exit(1)
+		}
 		os.Exit(0)
 	default:
 		fmt.Fprintln(os.Stderr, "fakeopenclaw: unsupported command")
