@@ -193,3 +193,38 @@ func TestDedicatedCodex(t *testing.T) {
 
 // TestDedicatedCodexTurn: the reply is produced by the real Codex app-server
 // through the gateway's codex plugin, and a tool turn runs in the Harness.
+// gatewayd installs the codex plugin offline from the runtimes' npm cache
+// before the gateway's first start.
+func TestDedicatedCodexTurn(t *testing.T) {
+	e := &shared
+	e.up(t)
+	step := stepper(t)
+	e.mustOcc(t, "config", "create", "codex-turn-cfg", "-f", demoFile(t, "dedicated-codex.json"))
+	e.mustOcc(t, "agent", "create", "codex-turn", "--config", "codex-turn-cfg", "--mode", "dedicated",
+		"--auth-method", "api_key", "--auth-ref", "local:"+occ.DevDemoKey)
+	e.mustOcc(t, "agent", "deploy", "codex-turn", "--wait", "--timeout", "8m")
+	step("deployed")
+	a := e.agent(t, "codex-turn")
+	agentDir := filepath.Join(e.devDir(), "runtimes", a.NamespaceID, a.ID)
+	installed, err := filepath.Glob(filepath.Join(agentDir, "gateway-state", "state", "npm", "projects", "*",
+		"node_modules", "@openclaw", "codex", "package.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, installed, "the codex plugin is a managed install in the gateway's state dir")
+
+	require.Contains(t, e.send(t, "codex-turn", "hello codex"), FakeReply,
+		"the fake provider's reply came through the gateway's codex plugin and the Harness's Codex")
+	step("turn")
+	tool := e.send(t, "codex-turn", "run a command TRIGGER_TOOL")
+	require.Contains(t, tool, "Tool result received.", "Codex ran the tool call in the Harness and sent its result back")
+	require.Contains(t, tool, FakeReply)
+	step("tool turn")
+
+	procs := e.agentProcs(t, a.ID)
+	e.mustOcc(t, "agent", "delete", "codex-turn")
+	require.Eventually(t, func() bool {
+		_, code := e.occ(t, "agent", "get", "codex-turn")
+		return code != 0
+	}, 8*time.Minute, 200*time.Millisecond)
+	require.False(t, anyAlive(procs), "no process of the Agent is left")
+	step("deleted")
+}

@@ -42,21 +42,16 @@ failed=0
 step "occ agent send hello"
 OCC agent send hello "Hello, embedded OpenClaw! Who answers?" || failed=1
 
-step "dedicated Codex Agent 'coder' is active"
-OCC agent get coder
-cat <<'NOTE'
-A chat turn through the Gateway to the Codex Harness needs OpenClaw's codex plugin
-(npm @openclaw/codex), which the pinned openclaw 2026.9.6 does not bundle and oce does
-not install yet (docs/OPERATIONS.md, "Known gap"). The Harness itself is real and ready:
-its Codex app-server passed the model probe and its workspace node is enrolled.
-NOTE
+step "occ agent send coder"
+OCC agent send coder "Hello, Codex! Who answers?" || failed=1
 
 cat <<'MSG'
 
-Both Agents keep running (the reply came from the offline fake provider through the real
-OpenClaw gateway). Try:
+Both Agents keep running (the replies came from the offline fake provider through the real
+OpenClaw gateway; the Codex Agent's through its Harness's real Codex app-server). Try:
   bin/occ status
   bin/occ agent send hello "another message"
+  bin/occ agent send coder "another message"
   bin/occ dev down            # stop everything; data stays in ./.oce (--purge removes it)
 MSG
 exit $failed
