@@ -1,18 +1,17 @@
 package gatewayd
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"oce.dev/oce/shared/logtest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,36 +68,9 @@ func (b buildFirst) Run() int {
 func TestMain(m *testing.M) { netns.Main(buildFirst{m}, netns.Options{PrivateTmp: true}) }
 
 // syncBuf collects a process's stderr.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+type syncBuf struct{ logtest.Buffer }
 
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// records parses the JSON log lines.
-func (s *syncBuf) records() []map[string]any {
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(s.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (s *syncBuf) records() []map[string]any { return s.JSONRecords() }
 
 // phase returns the runtime.startup_phase records of name.
 func (s *syncBuf) phase(name string) []map[string]any {

@@ -1,20 +1,18 @@
 package harnessd
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"oce.dev/oce/shared/logtest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -78,35 +76,9 @@ const (
 )
 
 // syncBuf collects a process's stderr.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+type syncBuf struct{ logtest.Buffer }
 
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuf) records() []map[string]any {
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(s.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (s *syncBuf) records() []map[string]any { return s.JSONRecords() }
 
 // phases returns the runtime.startup_phase records in order.
 func (s *syncBuf) phases() []map[string]any {

@@ -47,3 +47,16 @@ func (s *Buffer) Records(t testing.TB) []map[string]any {
 	}
 	return out
 }
+
+// JSONRecords parses the JSON object lines written so far and skips any
+// other line (a supervisor's stderr may carry plain child output).
+func (s *Buffer) JSONRecords() []map[string]any {
+	var out []map[string]any
+	for _, l := range strings.Split(s.String(), "\n") {
+		var m map[string]any
+		if l != "" && json.Unmarshal([]byte(l), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
