@@ -18,7 +18,7 @@ gover="$("$GO" env GOVERSION)"
 stamp="$( { echo "$K8S_VERSION"; echo "$gover"; cat "$here/go.mod" "$here/go.sum" "$here/tools.go"; } | sha256sum | cut -c1-16)"
 root="${XDG_CACHE_HOME:-$HOME/.cache}/oce/k8s-testenv"
 dest="$root/$stamp"
-bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet kube-proxy kubectl)
 
 complete() {
 	[[ -f "$dest/STAMP" ]] || return 1
@@ -70,6 +70,9 @@ start=$SECONDS
 		k8s.io/kubernetes/cmd/kube-apiserver \
 		k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler \
+		k8s.io/kubernetes/cmd/kubelet \
+		k8s.io/kubernetes/cmd/kube-proxy \
+		k8s.io/kubernetes/cmd/kubectl \
 		sigs.k8s.io/kwok/cmd/kwok
 )
 # The etcd main package is the module root, so go names the binary "server".
