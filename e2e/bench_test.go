@@ -117,7 +117,7 @@ func rssByKind() (ours, runtimes int64) {
 			}
 		}
 		switch base := filepath.Base(exe); {
-		case base == "occ" || base == "gatewayd" || base == "harnessd" || base == "nodehost" || base == "fakeprovider" || base == "tini":
+		case base == "occ" || base == "coordinator" || base == "gatewayd" || base == "harnessd" || base == "nodehost" || base == "fakeprovider" || base == "tini":
 			ours += rss
 		case base == "node" || base == "codex" || strings.HasPrefix(base, "codex"):
 			runtimes += rss

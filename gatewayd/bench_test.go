@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/netns"
 	"oce.dev/oce/shared/runtimes"
 )
@@ -81,7 +82,7 @@ func benchBare(b *testing.B, paths runtimes.Paths) time.Duration {
 		require.NoError(b, os.MkdirAll(filepath.Join(dir, d), 0o700))
 	}
 	port := freePort(b)
-	r, err := Render(nil, RenderInput{Topology: DedicatedOpenClaw, Port: port, Bind: "loopback", LogLevel: "info",
+	r, err := Render(nil, RenderInput{Topology: contract.DedicatedOpenClaw, Port: port, Bind: "loopback", LogLevel: "info",
 		LogFile: filepath.Join(dir, "logs", "openclaw.log")})
 	require.NoError(b, err)
 	cfgPath := filepath.Join(dir, "openclaw.json")
@@ -113,7 +114,7 @@ func benchGatewayd(b *testing.B, paths runtimes.Paths, idle bool) overhead {
 	var o overhead
 	// the same gateway under gatewayd
 	gdir := b.TempDir()
-	env := gwEnv(b, gdir, DedicatedOpenClaw, freePort(b), freePort(b))
+	env := gwEnv(b, gdir, contract.DedicatedOpenClaw, freePort(b), freePort(b))
 	env["OCE_OPENCLAW_BIN"] = strings.Join(paths.OpenClawCommand(), " ")
 	writeJSONFile(b, env["OPENCLAW_CONFIG_PATH"], map[string]any{})
 	cmd := exec.Command(tiniBin, "-s", "-e", "143", "--", gatewaydBin)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/logging"
 	"oce.dev/oce/shared/phase"
 	"oce.dev/oce/shared/supervise"
@@ -75,19 +76,19 @@ func (g *Gatewayd) gatewayEnv(withSecrets bool) []string {
 	if base == nil {
 		base = os.Environ()
 	}
-	drop := append(append([]string{}, secretEnv...), "OCE_*", "OPENCLAW_CONFIG_PATH", "OPENCLAW_STATE_DIR",
+	drop := append(append([]string{}, secretEnv...), "OCE_*", contract.EnvAdmittedConfig, contract.EnvOpenClawStateDir,
 		"OPENCLAW_CONFIG_READONLY", "OPENCLAW_DISABLE_BONJOUR", "OPENCLAW_NO_AUTO_UPDATE", "NODE_COMPILE_CACHE")
 	env := supervise.Env(base, drop...)
 	env = append(env,
-		"OPENCLAW_CONFIG_PATH="+g.renderedPath,
-		"OPENCLAW_STATE_DIR="+g.cfg.StateDir,
+		contract.EnvAdmittedConfig+"="+g.renderedPath,
+		contract.EnvOpenClawStateDir+"="+g.cfg.StateDir,
 		"OPENCLAW_DISABLE_BONJOUR=1",
 		"OPENCLAW_NO_AUTO_UPDATE=1",
 	)
 	if g.configReadonly {
 		env = append(env, "OPENCLAW_CONFIG_READONLY=1")
 	}
-	if g.cfg.Topology == DedicatedCodex {
+	if g.cfg.Topology == contract.DedicatedCodex {
 		// the gateway tries to update the codex plugin at every start; offline
 		// that fails at once instead of retrying DNS for a minute
 		env = append(supervise.Env(env, "npm_config_offline", "npm_config_cache"), "npm_config_offline=true")
@@ -101,7 +102,7 @@ func (g *Gatewayd) gatewayEnv(withSecrets bool) []string {
 	if g.managedPassword {
 		env = append(env, ManagedPasswordEnv+"="+g.cfg.Password)
 	}
-	if g.cfg.Topology == Embedded && g.keyEnv != "" && g.cfg.ModelKey != "" {
+	if g.cfg.Topology == contract.Embedded && g.keyEnv != "" && g.cfg.ModelKey != "" {
 		// the combined gateway/Harness calls the model (seed 001)
 		env = append(env, g.keyEnv+"="+g.cfg.ModelKey)
 	}

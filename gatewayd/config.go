@@ -11,34 +11,22 @@ import (
 	"strings"
 	"time"
 
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/status"
 )
 
-// Topology is the admitted execution topology of the Gateway container.
-type Topology string
-
-// Topologies (RUNTIME-CONTRACT: OCE_TOPOLOGY).
+// Defaults of the runtime contract (the image's layout).
 const (
-	Embedded          Topology = "embedded"
-	DedicatedCodex    Topology = "dedicated-codex"
-	DedicatedOpenClaw Topology = "dedicated-openclaw"
-)
-
-// Dedicated reports a Gateway whose Harness runs elsewhere.
-func (t Topology) Dedicated() bool { return t == DedicatedCodex || t == DedicatedOpenClaw }
-
-// Defaults of the runtime contract.
-const (
-	DefaultPort             = 18789
-	DefaultBind             = "lan"
-	DefaultSecretsDir       = "/var/run/oce/secrets"
-	DefaultAdmittedConfig   = "/etc/openclaw/openclaw.json"
-	DefaultConfigDir        = "/home/node/.openclaw/config"
-	DefaultStateDir         = "/home/node/.openclaw"
-	DefaultWorkspaceDir     = "/home/node/workspace"
-	DefaultNodeWorkspaceDir = "/home/node/workspace"
-	DefaultAssetsSource     = "/app/skills"
-	DefaultAssetsDir        = "/home/node/openclaw-runtime-assets/bundled-skills"
+	DefaultPort             = contract.GatewayPort
+	DefaultBind             = contract.BindLAN
+	DefaultSecretsDir       = contract.PathSecretsDir
+	DefaultAdmittedConfig   = contract.PathAdmittedConfig
+	DefaultConfigDir        = contract.PathGatewayConfigDir
+	DefaultStateDir         = contract.PathOpenClawState
+	DefaultWorkspaceDir     = contract.PathWorkspace
+	DefaultNodeWorkspaceDir = contract.PathWorkspace
+	DefaultAssetsSource     = contract.PathAssetsSource
+	DefaultAssetsDir        = contract.PathAssetsDir
 	// RenderedConfigName is the file gatewayd renders in the config dir.
 	RenderedConfigName = "openclaw.json"
 )
@@ -131,7 +119,7 @@ func (p *Policy) Override(spec string) error {
 // Config is everything gatewayd needs; LoadConfig fills it from the runtime
 // contract's environment and secret files.
 type Config struct {
-	Topology                         Topology
+	Topology                         contract.Topology
 	NamespaceID, AgentID, RevisionID string
 	StatusAddr                       string
 	LogLevel                         slog.Level
@@ -176,79 +164,79 @@ var (
 
 // secretEnv are the variables that may carry secrets: they are read, then
 // removed from this process's environment before anything is spawned.
-var secretEnv = []string{"OPENCLAW_GATEWAY_PASSWORD", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
-	"APP_SERVER_TOKEN", "CODEX_ACCESS_TOKEN", "OCE_APP_SERVER_TOKEN", "OCE_PLUGIN_STATUS_KEY"}
+var secretEnv = []string{contract.EnvGatewayPassword, contract.EnvOpenAIAPIKey, contract.EnvAnthropicAPIKey,
+	contract.EnvAppServerToken, contract.EnvCodexAccessToken, contract.EnvAppServerTokenOCE, contract.EnvPluginStatusKey}
 
 // LoadConfig reads the runtime contract from the environment and the secret
 // files, then unsets the secret variables so no later child inherits them.
 func LoadConfig() (Config, error) {
 	get := os.Getenv
 	c := Config{
-		Topology:         Topology(get("OCE_TOPOLOGY")),
-		NamespaceID:      get("OCE_NAMESPACE_ID"),
-		AgentID:          get("OCE_AGENT_ID"),
-		RevisionID:       get("OCE_REVISION_ID"),
-		StatusAddr:       or(get("OCE_STATUS_ADDR"), status.DefaultAddr),
-		AdmittedConfig:   or(get("OPENCLAW_CONFIG_PATH"), DefaultAdmittedConfig),
-		ConfigDir:        or(get("OCE_GATEWAY_CONFIG_DIR"), DefaultConfigDir),
-		StateDir:         or(get("OPENCLAW_STATE_DIR"), DefaultStateDir),
-		WorkspaceDir:     or(get("OCE_WORKSPACE_DIR"), DefaultWorkspaceDir),
-		NodeWorkspaceDir: or(get("OCE_NODE_WORKSPACE_DIR"), DefaultNodeWorkspaceDir),
-		Bind:             or(get("OCE_GATEWAY_BIND"), DefaultBind),
-		PublicURL:        get("OCE_GATEWAY_PUBLIC_URL"),
-		OpenAIBase:       get("OCE_MODEL_PROVIDER_BASE_URL_OPENAI"),
-		AnthropicBase:    get("OCE_MODEL_PROVIDER_BASE_URL_ANTHROPIC"),
-		PeerStatusURL:    get("OCE_PEER_STATUS_URL"),
-		AppServerURL:     get("OCE_APP_SERVER_URL"),
-		WorkspaceNodeID:  get("OCE_WORKSPACE_NODE_ID"),
-		AssetsSource:     or(get("OCE_RUNTIME_ASSETS_SOURCE"), DefaultAssetsSource),
-		AssetsDir:        or(get("OCE_RUNTIME_ASSETS_DIR"), DefaultAssetsDir),
-		NPMCache:         get("OCE_NPM_CACHE"),
+		Topology:         contract.Topology(get(contract.EnvTopology)),
+		NamespaceID:      get(contract.EnvNamespaceID),
+		AgentID:          get(contract.EnvAgentID),
+		RevisionID:       get(contract.EnvRevisionID),
+		StatusAddr:       or(get(contract.EnvStatusAddr), status.DefaultAddr),
+		AdmittedConfig:   or(get(contract.EnvAdmittedConfig), DefaultAdmittedConfig),
+		ConfigDir:        or(get(contract.EnvGatewayConfigDir), DefaultConfigDir),
+		StateDir:         or(get(contract.EnvOpenClawStateDir), DefaultStateDir),
+		WorkspaceDir:     or(get(contract.EnvWorkspaceDir), DefaultWorkspaceDir),
+		NodeWorkspaceDir: or(get(contract.EnvNodeWorkspaceDir), DefaultNodeWorkspaceDir),
+		Bind:             or(get(contract.EnvGatewayBind), DefaultBind),
+		PublicURL:        get(contract.EnvGatewayPublicURL),
+		OpenAIBase:       get(contract.EnvProviderBaseURLOpenAI),
+		AnthropicBase:    get(contract.EnvProviderBaseURLAnthropic),
+		PeerStatusURL:    get(contract.EnvPeerStatusURL),
+		AppServerURL:     get(contract.EnvAppServerURL),
+		WorkspaceNodeID:  get(contract.EnvWorkspaceNodeID),
+		AssetsSource:     or(get(contract.EnvRuntimeAssetsSrc), DefaultAssetsSource),
+		AssetsDir:        or(get(contract.EnvRuntimeAssetsDir), DefaultAssetsDir),
+		NPMCache:         get(contract.EnvNPMCache),
 		Policy:           DefaultPolicy(),
 	}
-	if err := c.LogLevel.UnmarshalText([]byte(or(get("OCE_LOG_LEVEL"), "info"))); err != nil {
+	if err := c.LogLevel.UnmarshalText([]byte(or(get(contract.EnvLogLevel), "info"))); err != nil {
 		return c, fmt.Errorf("%w: OCE_LOG_LEVEL: %v", ErrBadEnv, err)
 	}
-	port, err := strconv.Atoi(or(get("OPENCLAW_GATEWAY_PORT"), strconv.Itoa(DefaultPort)))
+	port, err := strconv.Atoi(or(get(contract.EnvGatewayPort), strconv.Itoa(DefaultPort)))
 	if err != nil || port < 1 || port > 65535 {
 		return c, fmt.Errorf("%w: OPENCLAW_GATEWAY_PORT", ErrBadEnv)
 	}
 	c.Port = port
-	if p := get("OCE_PLUGINS"); p != "" {
+	if p := get(contract.EnvPlugins); p != "" {
 		for _, id := range strings.Split(p, ",") {
 			if id = strings.TrimSpace(id); id != "" {
 				c.Plugins = append(c.Plugins, id)
 			}
 		}
 	}
-	if pol := get("OCE_GATEWAYD_POLICY"); pol != "" {
+	if pol := get(contract.EnvGatewaydPolicy); pol != "" {
 		if err := c.Policy.Override(pol); err != nil {
 			return c, err
 		}
 	}
-	if bin := get("OCE_OPENCLAW_BIN"); bin != "" {
+	if bin := get(contract.EnvOpenClawBin); bin != "" {
 		c.OpenClawCommand = strings.Fields(bin)
 	}
-	dir := or(get("OCE_SECRETS_DIR"), DefaultSecretsDir)
-	if c.Password, err = readSecret(dir, "gateway-password", "OPENCLAW_GATEWAY_PASSWORD"); err != nil {
+	dir := or(get(contract.EnvSecretsDir), DefaultSecretsDir)
+	if c.Password, err = readSecret(dir, contract.SecretGatewayPassword, contract.EnvGatewayPassword); err != nil {
 		return c, err
 	}
-	if c.Topology == Embedded {
-		if c.ModelKey, err = readSecret(dir, "model-api-key", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"); err != nil {
+	if c.Topology == contract.Embedded {
+		if c.ModelKey, err = readSecret(dir, contract.SecretModelAPIKey, contract.EnvOpenAIAPIKey, contract.EnvAnthropicAPIKey); err != nil {
 			return c, err
 		}
 	}
-	key, err := readSecret(dir, "plugin-status-key", "OCE_PLUGIN_STATUS_KEY")
+	key, err := readSecret(dir, contract.SecretPluginStatusKey, contract.EnvPluginStatusKey)
 	if err != nil {
 		return c, err
 	}
 	c.PluginStatusKey = []byte(key)
-	if c.Topology == DedicatedCodex {
-		if c.AppServerToken, err = readSecret(dir, "app-server-token", "APP_SERVER_TOKEN", "OCE_APP_SERVER_TOKEN"); err != nil {
+	if c.Topology == contract.DedicatedCodex {
+		if c.AppServerToken, err = readSecret(dir, contract.SecretAppServerToken, contract.EnvAppServerToken, contract.EnvAppServerTokenOCE); err != nil {
 			return c, err
 		}
 	}
-	if f := get("OCE_STATUS_TOKEN_FILE"); f != "" {
+	if f := get(contract.EnvStatusTokenFile); f != "" {
 		if c.StatusToken, err = readSecretFile(f); err != nil {
 			return c, err
 		}
@@ -261,9 +249,7 @@ func LoadConfig() (Config, error) {
 
 // Validate checks a Config before anything runs.
 func (c *Config) Validate() error {
-	switch c.Topology {
-	case Embedded, DedicatedCodex, DedicatedOpenClaw:
-	default:
+	if !c.Topology.Valid() {
 		return ErrBadTopology
 	}
 	if c.Password == "" {
@@ -273,7 +259,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: port", ErrBadEnv)
 	}
 	switch c.Bind {
-	case "loopback", "lan", "auto", "tailnet", "custom":
+	case contract.BindLoopback, contract.BindLAN, "auto", "tailnet", "custom":
 	default:
 		return fmt.Errorf("%w: OCE_GATEWAY_BIND", ErrBadEnv)
 	}
@@ -285,7 +271,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: malformed URL", ErrBadEnv)
 		}
 	}
-	if c.Topology == DedicatedCodex && c.AppServerURL == "" {
+	if c.Topology == contract.DedicatedCodex && c.AppServerURL == "" {
 		return fmt.Errorf("%w: dedicated-codex needs OCE_APP_SERVER_URL", ErrBadEnv)
 	}
 	if c.AdmittedConfig == "" || c.ConfigDir == "" || c.StateDir == "" {

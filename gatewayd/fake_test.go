@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"oce.dev/oce/probe/fakeprovider"
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/status"
 )
 
@@ -30,7 +31,7 @@ type fakeRun struct {
 	record string
 }
 
-func fakeSetup(t *testing.T, topology Topology) fakeRun {
+func fakeSetup(t *testing.T, topology contract.Topology) fakeRun {
 	dir := t.TempDir()
 	env := gwEnv(t, dir, topology, freePort(t), freePort(t))
 	rec := filepath.Join(dir, "record")
@@ -71,7 +72,7 @@ func (f fakeRun) gatewayPids() []int {
 }
 
 func TestStartReadyStopPhasesInOrder(t *testing.T) {
-	f := fakeSetup(t, DedicatedOpenClaw)
+	f := fakeSetup(t, contract.DedicatedOpenClaw)
 	require.NoError(t, os.MkdirAll(filepath.Join(f.dir, "assets-src", "skill-a"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(f.dir, "assets-src", "skill-a", "SKILL.md"), []byte("# a"), 0o644))
 	p := startGW(t, f.dir, f.env)
@@ -124,7 +125,7 @@ func TestStartReadyStopPhasesInOrder(t *testing.T) {
 }
 
 func TestRespawnAfterDeathsThenExhaustion(t *testing.T) {
-	f := fakeSetup(t, DedicatedOpenClaw)
+	f := fakeSetup(t, contract.DedicatedOpenClaw)
 	p := startGW(t, f.dir, f.env)
 	p.waitReady(20 * time.Second)
 	// five deaths inside the window: each is respawned and ready again
@@ -148,7 +149,7 @@ func TestRespawnAfterDeathsThenExhaustion(t *testing.T) {
 }
 
 func TestRespawnAttemptsExhausted(t *testing.T) {
-	f := fakeSetup(t, DedicatedOpenClaw)
+	f := fakeSetup(t, contract.DedicatedOpenClaw)
 	f.env["OCE_GATEWAYD_POLICY"] += ",readyWithin=300ms"
 	neverReady := filepath.Join(f.dir, "never-ready")
 	f.env["FAKEOC_NEVER_READY_FILE"] = neverReady
@@ -182,7 +183,7 @@ func TestStateMigrationDoctor(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := fakeSetup(t, DedicatedOpenClaw)
+			f := fakeSetup(t, contract.DedicatedOpenClaw)
 			for i, v := range tc.versions {
 				craftAgentDB(t, filepath.Join(f.dir, "state"), "a"+string(rune('0'+i)), v)
 			}
@@ -194,7 +195,7 @@ func TestStateMigrationDoctor(t *testing.T) {
 		})
 	}
 	t.Run("doctor-fails-holds", func(t *testing.T) {
-		f := fakeSetup(t, DedicatedOpenClaw)
+		f := fakeSetup(t, contract.DedicatedOpenClaw)
 		craftAgentDB(t, filepath.Join(f.dir, "state"), "a", 3)
 		f.env["FAKEOC_DOCTOR_EXIT"] = "1"
 		p := startGW(t, f.dir, f.env)
@@ -210,7 +211,7 @@ func TestStateMigrationDoctor(t *testing.T) {
 		require.Equal(t, 0, p.waitExit(15*time.Second))
 	})
 	t.Run("sigterm-forwarded-to-doctor", func(t *testing.T) {
-		f := fakeSetup(t, DedicatedOpenClaw)
+		f := fakeSetup(t, contract.DedicatedOpenClaw)
 		craftAgentDB(t, filepath.Join(f.dir, "state"), "a", 3)
 		f.env["FAKEOC_DOCTOR_BLOCK"] = "1"
 		p := startGW(t, f.dir, f.env)
@@ -257,7 +258,7 @@ func startPeer(t *testing.T, key []byte) *scriptedPeer {
 }
 
 func TestPeerPluginWaitAndWatcher(t *testing.T) {
-	f := fakeSetup(t, DedicatedCodex)
+	f := fakeSetup(t, contract.DedicatedCodex)
 	key := []byte("plugin-status-key-0123456789")
 	require.NoError(t, os.WriteFile(filepath.Join(f.dir, "secrets", "plugin-status-key"), key, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(f.dir, "secrets", "app-server-token"), []byte("app-token-abcdef"), 0o600))
@@ -315,7 +316,7 @@ func TestPeerPluginWaitAndWatcher(t *testing.T) {
 }
 
 func TestPeerWaitEndsOnSigterm(t *testing.T) {
-	f := fakeSetup(t, DedicatedCodex)
+	f := fakeSetup(t, contract.DedicatedCodex)
 	key := []byte("plugin-status-key-0123456789")
 	require.NoError(t, os.WriteFile(filepath.Join(f.dir, "secrets", "plugin-status-key"), key, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(f.dir, "secrets", "app-server-token"), []byte("app-token-abcdef"), 0o600))
@@ -338,7 +339,7 @@ func TestEmbeddedBadKeyHeld(t *testing.T) {
 	fp, err := fakeprovider.Start(ctx, fakeprovider.Options{ValidKeys: []string{"sk-good-key-123456"}})
 	require.NoError(t, err)
 	defer fp.Close()
-	f := fakeSetup(t, Embedded)
+	f := fakeSetup(t, contract.Embedded)
 	writeJSONFile(t, f.env["OPENCLAW_CONFIG_PATH"], map[string]any{
 		"agents": map[string]any{"defaults": map[string]any{"model": map[string]any{"primary": "openai/gpt-fake-1"}}}})
 	require.NoError(t, os.WriteFile(filepath.Join(f.dir, "secrets", "model-api-key"), []byte("sk-bad-key-654321"), 0o600))
@@ -370,7 +371,7 @@ func TestEmbeddedBadKeyHeld(t *testing.T) {
 }
 
 func TestMissingAdmittedConfigHeld(t *testing.T) {
-	f := fakeSetup(t, DedicatedOpenClaw)
+	f := fakeSetup(t, contract.DedicatedOpenClaw)
 	require.NoError(t, os.Remove(f.env["OPENCLAW_CONFIG_PATH"]))
 	p := startGW(t, f.dir, f.env)
 	require.Eventually(t, func() bool { return len(p.log.phase(PhaseConfigure)) == 1 }, 20*time.Second, 20*time.Millisecond)

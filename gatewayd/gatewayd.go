@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/logging"
 	"oce.dev/oce/shared/modelref"
 	"oce.dev/oce/shared/ocproto"
@@ -59,7 +60,7 @@ const MemoryLimit = 8 << 20
 const superviseStopBudget = supervise.GatewayStopBudget
 
 // credentialEnv names the variable a built-in provider's key travels in.
-var credentialEnv = map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+var credentialEnv = contract.ProviderKeyEnv
 
 // Gatewayd is one supervisor run.
 type Gatewayd struct {
@@ -183,7 +184,7 @@ func (g *Gatewayd) startup(ctx, parent context.Context) (int, bool) {
 	}
 
 	// 2. model-probe: embedded only
-	if g.cfg.Topology == Embedded {
+	if g.cfg.Topology == contract.Embedded {
 		err := g.phases.Run(ctx, PhaseModelProbe, func(ctx context.Context) error {
 			if rerr != nil {
 				return phase.FailCheck(PhaseModelProbe, codes.NotConfigured, rerr)
@@ -205,7 +206,7 @@ func (g *Gatewayd) startup(ctx, parent context.Context) (int, bool) {
 	}
 	// 5. peer plugin status: dedicated Codex with plugin selections
 	var baseline *status.PluginStatus
-	if g.cfg.Topology == DedicatedCodex && len(g.cfg.Plugins) > 0 && g.cfg.PeerStatusURL != "" {
+	if g.cfg.Topology == contract.DedicatedCodex && len(g.cfg.Plugins) > 0 && g.cfg.PeerStatusURL != "" {
 		err := g.phases.Run(ctx, PhasePeerPluginStatus, func(ctx context.Context) error {
 			ps, err := g.waitPeerPlugins(ctx)
 			if err == nil {
@@ -378,7 +379,7 @@ func (g *Gatewayd) renderInput() RenderInput {
 func (g *Gatewayd) setupDirs(context.Context) error {
 	dirs := []string{g.cfg.StateDir, filepath.Join(g.cfg.StateDir, "agents"), filepath.Join(g.cfg.StateDir, "media"),
 		filepath.Join(g.cfg.StateDir, "logs"), g.cfg.ConfigDir}
-	if g.cfg.Topology == Embedded {
+	if g.cfg.Topology == contract.Embedded {
 		dirs = append(dirs, g.cfg.WorkspaceDir)
 	}
 	for _, d := range dirs {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/status"
 )
 
@@ -25,7 +26,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return Run(ctx, cfg, stderr)
 	case "ready":
-		addr := os.Getenv("OCE_STATUS_ADDR")
+		addr := os.Getenv(contract.EnvStatusAddr)
 		if addr == "" {
 			addr = status.DefaultAddr
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"oce.dev/oce/shared/logtest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"oce.dev/oce/shared/contract"
+	"oce.dev/oce/shared/logtest"
 
 	"github.com/stretchr/testify/require"
 
@@ -103,7 +105,7 @@ func freePort(t testing.TB) int {
 }
 
 // gwEnv is the runtime contract for a local gatewayd in dir.
-func gwEnv(t testing.TB, dir string, topology Topology, port, statusPort int) map[string]string {
+func gwEnv(t testing.TB, dir string, topology contract.Topology, port, statusPort int) map[string]string {
 	for _, d := range []string{"secrets", "tmp", "home"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o700))
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/logging"
 	"oce.dev/oce/shared/phase"
 	"oce.dev/oce/shared/supervise"
@@ -30,7 +31,7 @@ func codexPluginInstalled(stateDir string) bool {
 // needsCodexInstall: dedicated Codex with an offline npm cache and no
 // installed plugin yet.
 func (g *Gatewayd) needsCodexInstall() bool {
-	return g.cfg.Topology == DedicatedCodex && g.cfg.NPMCache != "" && !codexPluginInstalled(g.cfg.StateDir)
+	return g.cfg.Topology == contract.DedicatedCodex && g.cfg.NPMCache != "" && !codexPluginInstalled(g.cfg.StateDir)
 }
 
 // preInstallConfig is the rendered config without the plugin entries and

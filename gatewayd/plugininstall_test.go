@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"oce.dev/oce/shared/contract"
 )
 
 func decode(t *testing.T, b []byte) map[string]any {
@@ -20,7 +22,7 @@ func decode(t *testing.T, b []byte) map[string]any {
 
 func TestPreInstallConfigDropsPluginsAndRouting(t *testing.T) {
 	r, err := Render([]byte(`{"agents":{"defaults":{"model":"openai/gpt-5.5","models":{"openai/gpt-5.5":{"agentRuntime":{"id":"codex"}}}}}}`),
-		RenderInput{Topology: DedicatedCodex, Port: 1, Bind: "loopback", AppServerURL: "ws://h:1", AppServerToken: "tok"})
+		RenderInput{Topology: contract.DedicatedCodex, Port: 1, Bind: "loopback", AppServerURL: "ws://h:1", AppServerToken: "tok"})
 	require.NoError(t, err)
 	pre, err := preInstallConfig(r.JSON)
 	require.NoError(t, err)
@@ -70,7 +72,7 @@ func TestCodexPluginInstalled(t *testing.T) {
 // not install again; a failed install holds UNAVAILABLE.
 func TestCodexPluginInstallPhase(t *testing.T) {
 	setup := func(t *testing.T) fakeRun {
-		f := fakeSetup(t, DedicatedCodex)
+		f := fakeSetup(t, contract.DedicatedCodex)
 		require.NoError(t, os.WriteFile(filepath.Join(f.dir, "secrets", "app-server-token"), []byte("app-token-abcdef"), 0o600))
 		f.env["OCE_APP_SERVER_URL"] = "ws://127.0.0.1:1"
 		f.env["OCE_NPM_CACHE"] = filepath.Join(f.dir, "npm-cache")

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"oce.dev/oce/probe/fakeprovider"
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/netns"
 	"oce.dev/oce/shared/ocproto"
 	"oce.dev/oce/shared/runtimes"
@@ -29,7 +30,7 @@ const realReady = 240 * time.Second
 
 const goodKey = "sk-fake-good-key-0123456789"
 
-func realEnv(t *testing.T, topology Topology) (string, map[string]string) {
+func realEnv(t *testing.T, topology contract.Topology) (string, map[string]string) {
 	require.NoError(t, netns.Isolated(), "the real gateway runs only in the loopback-only namespace")
 	paths, err := runtimes.Ensure(context.Background())
 	require.NoError(t, err)
@@ -93,7 +94,7 @@ func TestRealEmbeddedProbeRespawnStop(t *testing.T) {
 	fp, err := fakeprovider.Start(ctx, fakeprovider.Options{ValidKeys: []string{goodKey}, Reply: "OK"})
 	require.NoError(t, err)
 	defer fp.Close()
-	dir, env := realEnv(t, Embedded)
+	dir, env := realEnv(t, contract.Embedded)
 	writeJSONFile(t, env["OPENCLAW_CONFIG_PATH"], map[string]any{
 		"agents": map[string]any{"defaults": map[string]any{"model": map[string]any{"primary": "openai/gpt-fake-1"}}}})
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "secrets", "model-api-key"), []byte(goodKey), 0o600))
@@ -118,7 +119,7 @@ func TestRealEmbeddedProbeRespawnStop(t *testing.T) {
 	require.Len(t, p.log.phase(PhaseNativeSpawn), 1)
 
 	// the coordinator route refuses a caller without the status token
-	resp, err := http.Post("http://"+p.statusAddr+RouteSetupCode, "application/json", nil)
+	resp, err := http.Post("http://"+p.statusAddr+contract.RouteSetupCode, "application/json", nil)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
@@ -147,7 +148,7 @@ func TestRealEmbeddedProbeRespawnStop(t *testing.T) {
 }
 
 func TestRealNodeEnrollmentThroughGatewayd(t *testing.T) {
-	dir, env := realEnv(t, DedicatedOpenClaw)
+	dir, env := realEnv(t, contract.DedicatedOpenClaw)
 	nodeState, ws := filepath.Join(dir, "node-state"), filepath.Join(dir, "harness-ws")
 	require.NoError(t, os.MkdirAll(nodeState, 0o700))
 	require.NoError(t, os.MkdirAll(ws, 0o700))
@@ -166,9 +167,9 @@ func TestRealNodeEnrollmentThroughGatewayd(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer status-token-xyz")
 		return http.DefaultClient.Do(req)
 	}
-	resp, err := bearer(http.MethodPost, RouteSetupCode)
+	resp, err := bearer(http.MethodPost, contract.RouteSetupCode)
 	require.NoError(t, err)
-	var sc SetupCodeResponse
+	var sc contract.SetupCodeResponse
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&sc))
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -203,12 +204,12 @@ func TestRealNodeEnrollmentThroughGatewayd(t *testing.T) {
 
 	// the coordinator sees the enrolled node on gatewayd's route
 	require.Eventually(t, func() bool {
-		resp, err := bearer(http.MethodGet, RouteNodes)
+		resp, err := bearer(http.MethodGet, contract.RouteNodes)
 		if err != nil {
 			return false
 		}
 		defer resp.Body.Close()
-		var nr NodesResponse
+		var nr contract.NodesResponse
 		if json.NewDecoder(resp.Body).Decode(&nr) != nil {
 			return false
 		}

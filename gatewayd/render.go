@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	"oce.dev/oce/shared/atomicfile"
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/modelref"
 )
 
@@ -17,7 +19,7 @@ import (
 var ErrAdmittedConfig = errors.New("gatewayd: unusable admitted configuration")
 
 // ManagedPasswordEnv is the variable a managed gateway password travels in.
-const ManagedPasswordEnv = "OPENCLAW_GATEWAY_PASSWORD"
+const ManagedPasswordEnv = contract.EnvGatewayPassword
 
 // NodeCommands is the workspace node's command allow-list (REFERENCE §1.3).
 var NodeCommands = []string{"file.fetch", "file.stat", "file.write", "file.create", "dir.list",
@@ -25,7 +27,7 @@ var NodeCommands = []string{"file.fetch", "file.stat", "file.write", "file.creat
 
 // RenderInput is what the rendering needs beyond the admitted document.
 type RenderInput struct {
-	Topology        Topology
+	Topology        contract.Topology
 	Port            int
 	Bind            string
 	LogLevel        string // debug, info, warn, error
@@ -124,7 +126,7 @@ func Render(admitted []byte, in RenderInput) (Rendered, error) {
 		}
 	}
 
-	if in.Topology == DedicatedCodex {
+	if in.Topology == contract.DedicatedCodex {
 		codex := obj(obj(obj(cfg, "plugins"), "entries"), "codex")
 		codex["enabled"] = true
 		as := obj(obj(codex, "config"), "appServer")
@@ -147,7 +149,7 @@ func Render(admitted []byte, in RenderInput) (Rendered, error) {
 			provs := obj(obj(cfg, "models"), "providers")
 			if p, ok := provs[ref.Provider].(map[string]any); ok {
 				out.ProviderSettings = p
-			} else if base := overrideBase(ref.Provider, in); base != "" && in.Topology == Embedded {
+			} else if base := overrideBase(ref.Provider, in); base != "" && in.Topology == contract.Embedded {
 				// offline override: the built-in provider served by the fake
 				p := builtinOverride(ref, base)
 				provs[ref.Provider] = p
@@ -263,28 +265,7 @@ func writeRendered(dir string, b []byte) (path string, writable bool, err error)
 		return "", false, err
 	}
 	path = filepath.Join(dir, RenderedConfigName)
-	tmp, err := os.CreateTemp(dir, ".openclaw-*.json")
-	if err != nil {
-		return "", false, err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return "", false, err
-	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return "", false, err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return "", false, err
-	}
-	tmp.Close()
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
+	if err := atomicfile.Write(path, b, 0o600); err != nil {
 		return "", false, err
 	}
 	return path, dirWritable(dir), nil

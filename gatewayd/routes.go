@@ -8,43 +8,20 @@ import (
 	"strings"
 
 	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/ocproto"
 	"oce.dev/oce/shared/status"
 )
-
-// Coordinator routes on the status server (RUNTIME-CONTRACT).
-const (
-	RouteSetupCode = "/oce/v1/setup-code"
-	RouteNodes     = "/oce/v1/nodes"
-)
-
-// SetupCodeResponse is the answer of POST /oce/v1/setup-code.
-type SetupCodeResponse struct {
-	SetupCode   string `json:"setupCode"`
-	ExpiresAtMs int64  `json:"expiresAtMs"`
-}
-
-// Node is one entry of GET /oce/v1/nodes.
-type Node struct {
-	NodeID    string   `json:"nodeId"`
-	Connected bool     `json:"connected"`
-	Commands  []string `json:"commands"`
-}
-
-// NodesResponse is the answer of GET /oce/v1/nodes.
-type NodesResponse struct {
-	Nodes []Node `json:"nodes"`
-}
 
 type routeError struct {
 	Code codes.Code `json:"code"`
 }
 
 func (g *Gatewayd) registerRoutes(st *status.Server) error {
-	if err := st.HandleFunc("POST "+RouteSetupCode, g.bearer(g.handleSetupCode), status.AuthNone); err != nil {
+	if err := st.HandleFunc("POST "+contract.RouteSetupCode, g.bearer(g.handleSetupCode), status.AuthNone); err != nil {
 		return err
 	}
-	return st.HandleFunc("GET "+RouteNodes, g.bearer(g.handleNodes), status.AuthNone)
+	return st.HandleFunc("GET "+contract.RouteNodes, g.bearer(g.handleNodes), status.AuthNone)
 }
 
 // bearer admits only the coordinator's status token; without a configured
@@ -83,7 +60,7 @@ func (g *Gatewayd) handleSetupCode(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, routeError{Code: codes.Unavailable})
 		return
 	}
-	writeJSON(w, http.StatusOK, SetupCodeResponse{SetupCode: res.SetupCode, ExpiresAtMs: res.ExpiresAtMs})
+	writeJSON(w, http.StatusOK, contract.SetupCodeResponse{SetupCode: res.SetupCode, ExpiresAtMs: res.ExpiresAtMs})
 }
 
 func (g *Gatewayd) handleNodes(w http.ResponseWriter, r *http.Request) {
@@ -100,13 +77,13 @@ func (g *Gatewayd) handleNodes(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, routeError{Code: codes.Unavailable})
 		return
 	}
-	out := NodesResponse{Nodes: []Node{}}
+	out := contract.NodesResponse{Nodes: []contract.Node{}}
 	for _, n := range list {
 		cmds := n.Commands
 		if cmds == nil {
 			cmds = []string{}
 		}
-		out.Nodes = append(out.Nodes, Node{NodeID: n.NodeID, Connected: n.Connected, Commands: cmds})
+		out.Nodes = append(out.Nodes, contract.Node{NodeID: n.NodeID, Connected: n.Connected, Commands: cmds})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"oce.dev/oce/shared/contract"
 )
 
 // craftAgentDB writes an agent database with user_version v where the
@@ -81,7 +83,7 @@ func TestMigrationDecisionTable(t *testing.T) {
 }
 
 func TestRenderGatewayAuth(t *testing.T) {
-	in := RenderInput{Topology: Embedded, Port: 18789, Bind: "lan", LogLevel: "info", LogFile: "/s/logs/openclaw.log"}
+	in := RenderInput{Topology: contract.Embedded, Port: 18789, Bind: "lan", LogLevel: "info", LogFile: "/s/logs/openclaw.log"}
 	cases := []struct {
 		name    string
 		auth    map[string]any
@@ -131,7 +133,7 @@ func TestRenderGatewayAuth(t *testing.T) {
 func TestRenderTopologies(t *testing.T) {
 	admitted := []byte(`{"agents":{"defaults":{"model":{"primary":"openai/gpt-x"}}},"logging":{"level":"debug","redactSensitive":"off"}}`)
 	// embedded with the offline override: the built-in provider points at it
-	r, err := Render(admitted, RenderInput{Topology: Embedded, Port: 1, Bind: "loopback", OpenAIBase: "http://127.0.0.1:9"})
+	r, err := Render(admitted, RenderInput{Topology: contract.Embedded, Port: 1, Bind: "loopback", OpenAIBase: "http://127.0.0.1:9"})
 	require.NoError(t, err)
 	require.Equal(t, "openai/gpt-x", r.Model)
 	require.True(t, r.ProviderOverride)
@@ -143,7 +145,7 @@ func TestRenderTopologies(t *testing.T) {
 	require.NotContains(t, lg, "redactSensitive")
 
 	// dedicated Codex: websocket app-server transport, pinned node policy
-	r, err = Render(admitted, RenderInput{Topology: DedicatedCodex, Port: 1, Bind: "lan", AppServerURL: "ws://h:18790",
+	r, err = Render(admitted, RenderInput{Topology: contract.DedicatedCodex, Port: 1, Bind: "lan", AppServerURL: "ws://h:18790",
 		AppServerToken: "tok", WorkspaceNodeID: "dev1", NodeWorkspace: "/home/node/workspace/", Plugins: []string{"github"}})
 	require.NoError(t, err)
 	require.False(t, r.ProviderOverride)
@@ -179,7 +181,7 @@ func FuzzRender(f *testing.F) {
 	f.Add([]byte(`{"agents":{"defaults":{"model":"openai/x"}},"models":{"providers":{"openai":{"baseUrl":"http://h"}}}}`))
 	f.Add([]byte(`{"gateway":1,"logging":[],"plugins":{"entries":null}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := Render(b, RenderInput{Topology: DedicatedCodex, Port: 1, Bind: "lan", WorkspaceNodeID: "d", AppServerURL: "ws://x"})
+		r, err := Render(b, RenderInput{Topology: contract.DedicatedCodex, Port: 1, Bind: "lan", WorkspaceNodeID: "d", AppServerURL: "ws://x"})
 		if err != nil {
 			require.ErrorIs(t, err, ErrAdmittedConfig)
 			return

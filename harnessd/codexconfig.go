@@ -2,10 +2,10 @@ package harnessd
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"oce.dev/oce/shared/atomicfile"
 )
 
 // ConfigFile is Codex's configuration under CODEX_HOME.
@@ -91,26 +91,4 @@ func RenderCodexConfig(s CodexSettings) (string, error) {
 
 // writePrivate writes data to path with mode 0600 through a temporary file
 // and a rename, so no reader sees a partial or wider-mode file.
-func writePrivate(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
+func writePrivate(path string, data []byte) error { return atomicfile.Write(path, data, 0o600) }

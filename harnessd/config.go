@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/logging"
 	"oce.dev/oce/shared/phase"
 	"oce.dev/oce/shared/status"
@@ -16,63 +17,63 @@ import (
 
 // Login modes (CODEX_LOGIN_MODE, REFERENCE §3).
 const (
-	LoginAPIKey         = "api_key"
-	LoginCodexPAT       = "codex_pat"
-	LoginServiceAccount = "chatgpt_service_account"
+	LoginAPIKey         = contract.LoginAPIKey
+	LoginCodexPAT       = contract.LoginCodexPAT
+	LoginServiceAccount = contract.LoginServiceAccount
 )
 
 // AccessTokenPrefix starts every Codex access token (codex_pat, service account).
 const AccessTokenPrefix = "at-"
 
-// Environment variables harnessd reads (docs/RUNTIME-CONTRACT.md).
+// Environment variables harnessd reads (shared/contract, docs/RUNTIME-CONTRACT.md).
 const (
-	EnvLoginMode        = "CODEX_LOGIN_MODE"
-	EnvAPIKey           = "OPENAI_API_KEY"
-	EnvAccessToken      = "CODEX_ACCESS_TOKEN"
-	EnvWorkspaceID      = "CODEX_CHATGPT_WORKSPACE_ID"
-	EnvCodexHome        = "CODEX_HOME"
-	EnvWorkspace        = "OCE_WORKSPACE_DIR"
-	EnvNativeConfig     = "OCE_NATIVE_CONFIG"
-	EnvAppServerPort    = "APP_SERVER_PORT"
-	EnvAppServerBind    = "OCE_APP_SERVER_BIND"
-	EnvAppServerToken   = "APP_SERVER_TOKEN"
-	EnvPodUID           = "OCE_POD_UID"
-	EnvPlugins          = "OCE_PLUGINS"
-	EnvStatusAddr       = "OCE_STATUS_ADDR"
-	EnvLogLevel         = "OCE_LOG_LEVEL"
-	EnvSecretsDir       = "OCE_SECRETS_DIR"
-	EnvRevisionID       = "OCE_REVISION_ID"
-	EnvNodehostBin      = "OCE_NODEHOST_BIN"
-	EnvNodehostState    = "OCE_NODEHOST_STATE_DIR"
-	EnvNodehostEnroll   = "OCE_NODEHOST_ENROLLMENT_FILE"
-	EnvNodehostGateway  = "OCE_NODEHOST_GATEWAY_URL"
-	EnvCodexBin         = "OCE_CODEX_BIN"                      // oce addition: the codex binary (default: codex in PATH)
-	EnvProviderOverride = "OCE_MODEL_PROVIDER_BASE_URL_OPENAI" // test/offline endpoint override, as gatewayd's
+	EnvLoginMode        = contract.EnvCodexLoginMode
+	EnvAPIKey           = contract.EnvOpenAIAPIKey
+	EnvAccessToken      = contract.EnvCodexAccessToken
+	EnvWorkspaceID      = contract.EnvCodexWorkspaceID
+	EnvCodexHome        = contract.EnvCodexHome
+	EnvWorkspace        = contract.EnvWorkspaceDir
+	EnvNativeConfig     = contract.EnvNativeConfig
+	EnvAppServerPort    = contract.EnvAppServerPort
+	EnvAppServerBind    = contract.EnvAppServerBind
+	EnvAppServerToken   = contract.EnvAppServerToken
+	EnvPodUID           = contract.EnvPodUID
+	EnvPlugins          = contract.EnvPlugins
+	EnvStatusAddr       = contract.EnvStatusAddr
+	EnvLogLevel         = contract.EnvLogLevel
+	EnvSecretsDir       = contract.EnvSecretsDir
+	EnvRevisionID       = contract.EnvRevisionID
+	EnvNodehostBin      = contract.EnvNodehostBin
+	EnvNodehostState    = contract.EnvNodehostStateDir
+	EnvNodehostEnroll   = contract.EnvNodehostEnrollment
+	EnvNodehostGateway  = contract.EnvNodehostGatewayURL
+	EnvCodexBin         = contract.EnvCodexBin
+	EnvProviderOverride = contract.EnvProviderBaseURLOpenAI
 )
 
 // Secret file names in OCE_SECRETS_DIR.
 const (
-	SecretAPIKey          = "openai-api-key"
-	SecretAccessToken     = "codex-access-token"
-	SecretAppServerToken  = "app-server-token"
-	SecretPluginStatusKey = "plugin-status-key"
+	SecretAPIKey          = contract.SecretOpenAIAPIKey
+	SecretAccessToken     = contract.SecretCodexAccessToken
+	SecretAppServerToken  = contract.SecretAppServerToken
+	SecretPluginStatusKey = contract.SecretPluginStatusKey
 )
 
 // Defaults (in-container paths, REFERENCE §1.5).
 const (
-	DefaultCodexHome     = "/home/node/.codex"
-	DefaultWorkspace     = "/home/node/workspace"
-	DefaultAppServerPort = 18790
-	DefaultAppServerBind = "0.0.0.0"
-	DefaultSecretsDir    = "/var/run/oce/secrets"
+	DefaultCodexHome     = contract.PathCodexHome
+	DefaultWorkspace     = contract.PathWorkspace
+	DefaultAppServerPort = contract.AppServerPort
+	DefaultAppServerBind = contract.AppServerBindAll
+	DefaultSecretsDir    = contract.PathSecretsDir
 )
 
 // CredentialEnv names every variable that can carry a credential; all are
 // removed from harnessd's environment as soon as the configuration is read,
 // before any child is spawned (REFERENCE §3).
 var CredentialEnv = []string{
-	EnvAPIKey, EnvAccessToken, EnvAppServerToken, "CODEX_API_KEY", "ANTHROPIC_API_KEY",
-	"OPENCLAW_GATEWAY_PASSWORD", "OCE_PLUGIN_STATUS_KEY",
+	EnvAPIKey, EnvAccessToken, EnvAppServerToken, contract.EnvCodexAPIKey, contract.EnvAnthropicAPIKey,
+	contract.EnvGatewayPassword, contract.EnvPluginStatusKey,
 }
 
 // ErrConfig reports a configuration harnessd cannot start with.
@@ -171,7 +172,7 @@ func loadConfig(e environ) (Config, error) {
 		NodehostStateDir:   e.str(EnvNodehostState, ""),
 		NodehostEnrollment: e.str(EnvNodehostEnroll, ""),
 		NodehostGatewayURL: e.str(EnvNodehostGateway, ""),
-		TmpDir:             e.str("TMPDIR", os.TempDir()),
+		TmpDir:             e.str(contract.EnvTmpDir, os.TempDir()),
 	}
 	dir := e.str(EnvSecretsDir, DefaultSecretsDir)
 	var err error
@@ -185,7 +186,7 @@ func loadConfig(e environ) (Config, error) {
 	if cfg.AppServerToken, err = secret(e, dir, EnvAppServerToken, SecretAppServerToken); err != nil {
 		return cfg, phase.FailCheck(PhaseNativeSpawn, codes.Unavailable, err)
 	}
-	key, err := secret(e, dir, "OCE_PLUGIN_STATUS_KEY", SecretPluginStatusKey)
+	key, err := secret(e, dir, contract.EnvPluginStatusKey, SecretPluginStatusKey)
 	if err != nil {
 		return cfg, phase.FailCheck(PhasePluginInstall, codes.Unavailable, err)
 	}

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"oce.dev/oce/shared/atomicfile"
 	"oce.dev/oce/shared/logging"
-	"oce.dev/oce/shared/ocproto"
 	"oce.dev/oce/shared/supervise"
 )
 
@@ -68,7 +68,7 @@ func (h *harness) privateEnrollment() string {
 		return ""
 	}
 	dst := filepath.Join(c.NodehostStateDir, NodeEnrollmentCopy)
-	if err := ocproto.WriteFileAtomic(dst, code, 0o600); err != nil {
+	if err := atomicfile.Write(dst, code, 0o600); err != nil {
 		h.log.Warn("could not copy the enrollment file", "error", err.Error())
 		return ""
 	}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/logging"
 )
 
@@ -70,14 +72,14 @@ func Command(stdout, stderr io.Writer) *cobra.Command {
 			return exitErr(ExitError, err)
 		}}
 	f := run.Flags()
-	f.StringVar(&cfg.StateDir, "state-dir", envOr("OCE_NODEHOST_STATE_DIR", "/home/node/.openclaw-node"), "private state directory (identity, device token)")
-	f.StringVar(&cfg.Workspace, "workspace", envOr("OCE_NODEHOST_WORKSPACE", "/home/node/workspace"), "Agent workspace served by this node")
-	f.StringVar(&skillRoots, "skill-roots", os.Getenv("OCE_NODEHOST_SKILL_ROOTS"), "colon-separated managed Skill roots (read-only)")
-	f.StringVar(&cfg.EnrollmentFile, "enrollment-file", os.Getenv("OCE_NODEHOST_ENROLLMENT_FILE"), "one-use setup code file (mode 0600)")
-	f.StringVar(&cfg.GatewayURL, "gateway-url", os.Getenv("OCE_NODEHOST_GATEWAY_URL"), "gateway URL as seen from this node (overrides the setup code's)")
-	f.StringVar(&cfg.DisplayName, "display-name", envOr("OCE_NODEHOST_DISPLAY_NAME", "oce-nodehost"), "display name")
-	f.BoolVar(&cfg.FileOnly, "file-only", os.Getenv("OCE_NODEHOST_FILE_ONLY") == "1", "serve only workspace file commands (the Codex companion node)")
-	f.StringVar(&workerCmd, "worker-command", os.Getenv("OCE_NODEHOST_WORKER_COMMAND"), "session worker command; enables worker admission (capacity from "+CapacityEnv+")")
+	f.StringVar(&cfg.StateDir, "state-dir", envOr(contract.EnvNodehostStateDir, contract.PathNodehostState), "private state directory (identity, device token)")
+	f.StringVar(&cfg.Workspace, "workspace", envOr(contract.EnvNodehostWorkspace, contract.PathWorkspace), "Agent workspace served by this node")
+	f.StringVar(&skillRoots, "skill-roots", os.Getenv(contract.EnvNodehostSkillRoots), "colon-separated managed Skill roots (read-only)")
+	f.StringVar(&cfg.EnrollmentFile, "enrollment-file", os.Getenv(contract.EnvNodehostEnrollment), "one-use setup code file (mode 0600)")
+	f.StringVar(&cfg.GatewayURL, "gateway-url", os.Getenv(contract.EnvNodehostGatewayURL), "gateway URL as seen from this node (overrides the setup code's)")
+	f.StringVar(&cfg.DisplayName, "display-name", envOr(contract.EnvNodehostName, "oce-nodehost"), "display name")
+	f.BoolVar(&cfg.FileOnly, "file-only", os.Getenv(contract.EnvNodehostFileOnly) == "1", "serve only workspace file commands (the Codex companion node)")
+	f.StringVar(&workerCmd, "worker-command", os.Getenv(contract.EnvNodehostWorkerCmd), "session worker command; enables worker admission (capacity from "+CapacityEnv+")")
 
 	var stateDir string
 	var asJSON bool
@@ -93,7 +95,7 @@ func Command(stdout, stderr io.Writer) *cobra.Command {
 			_, err = fmt.Fprintln(stdout, id)
 			return err
 		}}
-	identity.Flags().StringVar(&stateDir, "state-dir", envOr("OCE_NODEHOST_STATE_DIR", "/home/node/.openclaw-node"), "private state directory")
+	identity.Flags().StringVar(&stateDir, "state-dir", envOr(contract.EnvNodehostStateDir, contract.PathNodehostState), "private state directory")
 	identity.Flags().BoolVar(&asJSON, "json", false, "print {deviceId} as JSON")
 	root.AddCommand(run, identity)
 	return root

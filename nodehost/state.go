@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"oce.dev/oce/shared/atomicfile"
 	"oce.dev/oce/shared/ocproto"
 )
 
@@ -57,7 +58,7 @@ func (s state) token() string {
 }
 
 func (s state) saveToken(tok string) error {
-	return ocproto.WriteFileAtomic(s.path(tokenFile), []byte(tok), 0o600)
+	return atomicfile.Write(s.path(tokenFile), []byte(tok), 0o600)
 }
 
 func (s state) clearToken() error {
@@ -86,7 +87,7 @@ func (s state) gatewayURL() string {
 
 func (s state) saveGatewayURL(u string) error {
 	b, _ := json.Marshal(gatewayRecord{URL: u})
-	return ocproto.WriteFileAtomic(s.path(gatewayFile), b, 0o600)
+	return atomicfile.Write(s.path(gatewayFile), b, 0o600)
 }
 
 // readEnrollment reads the one-use enrollment file. It refuses a file that

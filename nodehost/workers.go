@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"oce.dev/oce/shared/contract"
 )
 
 // Worker admission bounds (seed 001: default 8, configurable 1–1024).
@@ -21,7 +23,7 @@ const (
 	DefaultWorkerCapacity = 8
 	MaxWorkerCapacity     = 1024
 	WorkerStopBudget      = 8 * time.Second
-	CapacityEnv           = "OPENCLAW_NATIVE_WORKER_CAPACITY"
+	CapacityEnv           = contract.EnvNativeWorkerCapacity
 )
 
 // ErrCapacity: every slot holds an active session; retry after one stops.

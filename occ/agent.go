@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"oce.dev/oce/coordinator/api/wire"
-	"oce.dev/oce/coordinator/state"
 )
 
 // maxInputBytes bounds documents and auth bindings read from files or stdin.
@@ -42,11 +41,11 @@ func (f *agentFlags) register(c *cobra.Command) {
 	fl.StringSliceVar(&f.plugins, "plugin", nil, "plugin selection (repeatable)")
 }
 
-func (f *agentFlags) auth() *state.HarnessAuth {
+func (f *agentFlags) auth() *wire.HarnessAuth {
 	if f.authMethod == "" && f.authKind == "" && f.authRef == "" {
 		return nil
 	}
-	return &state.HarnessAuth{Method: f.authMethod, CredentialKind: f.authKind, SourceRef: f.authRef}
+	return &wire.HarnessAuth{Method: f.authMethod, CredentialKind: f.authKind, SourceRef: f.authRef}
 }
 
 func (a *app) agentCmd() *cobra.Command {
@@ -164,7 +163,7 @@ func (a *app) agentCmd() *cobra.Command {
 	return c
 }
 
-func agentTable(ags ...state.Agent) table {
+func agentTable(ags ...wire.Agent) table {
 	t := table{header: []string{"NAME", "ID", "MODE", "CONFIGURATION", "ACTIVE REVISION", "REVISIONS", "AUTH"}}
 	for _, ag := range ags {
 		auth := "-"
@@ -181,7 +180,7 @@ func agentTable(ags ...state.Agent) table {
 	return t
 }
 
-func workTable(ws ...state.Work) table {
+func workTable(ws ...wire.Work) table {
 	t := table{header: []string{"ID", "KIND", "AGENT", "REVISION", "STATE", "PHASE", "ATTEMPTS", "LAST CODE", "UPDATED"}}
 	for _, w := range ws {
 		t.rows = append(t.rows, []string{w.ID, w.Kind, short(w.AgentID), short(w.RevisionID), w.State, dash(w.Phase),

@@ -10,7 +10,6 @@ import (
 
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/client"
-	"oce.dev/oce/coordinator/state"
 )
 
 // ErrRevisionFailed is returned (as exit code 3) when a waited-for revision
@@ -58,7 +57,7 @@ func (a *app) deployCmd() *cobra.Command {
 
 // waitActive polls the revision and its work, printing each new phase, until
 // the revision is active (nil), failed (ExitFailed) or ctx ends (ExitTimeout).
-func (a *app) waitActive(ctx context.Context, cmd *cobra.Command, cl *client.Client, agent string, res wire.DeployResult) (state.Revision, error) {
+func (a *app) waitActive(ctx context.Context, cmd *cobra.Command, cl *client.Client, agent string, res wire.DeployResult) (wire.Revision, error) {
 	ns := a.settings.Namespace
 	errw := cmd.ErrOrStderr()
 	last := ""
@@ -68,7 +67,7 @@ func (a *app) waitActive(ctx context.Context, cmd *cobra.Command, cl *client.Cli
 			last = phase
 		}
 	}
-	show(state.PhaseQueued)
+	show(wire.PhaseQueued)
 	tick := time.NewTicker(a.opts.PollInterval)
 	defer tick.Stop()
 	for {
@@ -79,21 +78,21 @@ func (a *app) waitActive(ctx context.Context, cmd *cobra.Command, cl *client.Cli
 				show(wk.Phase)
 			}
 			switch rev.Status {
-			case state.RevisionActive:
-				show(state.PhaseActive)
+			case wire.RevisionActive:
+				show(wire.PhaseActive)
 				return rev, nil
-			case state.RevisionFailed, state.RevisionSuperseded, state.RevisionRetired, state.RevisionStopped:
+			case wire.RevisionFailed, wire.RevisionSuperseded, wire.RevisionRetired, wire.RevisionStopped:
 				return rev, a.failed(rev, wk)
 			}
 		}
-		if werr == nil && (wk.State == state.WorkFailed || wk.State == state.WorkSuperseded) {
+		if werr == nil && (wk.State == wire.WorkFailed || wk.State == wire.WorkSuperseded) {
 			// The revision record may lag one read behind the work.
 			if rev2, err := cl.Revision(ctx, ns, agent, res.ID); err == nil {
 				rev = rev2
 			}
 			return rev, a.failed(rev, wk)
 		}
-		if werr == nil && wk.State == state.WorkCompleted && rerr == nil && rev.Status == state.RevisionActive {
+		if werr == nil && wk.State == wire.WorkCompleted && rerr == nil && rev.Status == wire.RevisionActive {
 			return rev, nil
 		}
 		// Transient read errors (leader change) are retried until ctx ends.
@@ -105,7 +104,7 @@ func (a *app) waitActive(ctx context.Context, cmd *cobra.Command, cl *client.Cli
 	}
 }
 
-func (a *app) failed(rev state.Revision, wk state.Work) error {
+func (a *app) failed(rev wire.Revision, wk wire.Work) error {
 	code := rev.FailureCode
 	if code == "" {
 		code = wk.LastCode

@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/shared/proc"
 )
 
 func runOcc(t *testing.T, env map[string]string, args ...string) (string, int) {
@@ -43,7 +46,7 @@ func TestDevDownStopsRecordedRuntimes(t *testing.T) {
 	dir := t.TempDir()
 	// A "supervisor" the local driver recorded, outliving its coordinator.
 	cmd := startCmd(t, "sleep", "600")
-	st, err := startTimeOf(cmd.Process.Pid)
+	st, err := proc.StartTime(cmd.Process.Pid)
 	require.NoError(t, err)
 	runDir := filepath.Join(dir, "runtimes", "ns", "agent", "revisions", "rev")
 	require.NoError(t, os.MkdirAll(runDir, 0o700))
@@ -51,7 +54,7 @@ func TestDevDownStopsRecordedRuntimes(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(runDir, "run.json"), b, 0o600))
 	var out bytes.Buffer
 	require.NoError(t, devDown(context.Background(), &out, dir, false))
-	require.False(t, devPid{PID: cmd.Process.Pid, StartTime: st}.alive(), "the recorded supervisor is gone")
+	require.False(t, (&proc.Process{PID: cmd.Process.Pid, StartTime: st}).Alive(), "the recorded supervisor is gone")
 }
 
 func TestMessageText(t *testing.T) {
@@ -76,8 +79,8 @@ func FuzzMessageText(f *testing.F) {
 }
 
 func TestSendWithoutRoute(t *testing.T) {
-	_, err := SendAndCollect(t.Context(), t.TempDir(), "agent1", "main", "hi", &bytes.Buffer{}, nil)
-	require.ErrorContains(t, err, "no local gateway route")
+	_, err := SendAndCollect(t.Context(), wire.Endpoints{AgentID: "agent1", Gateway: "ws://gw.ns.svc:18789"}, "main", "hi", &bytes.Buffer{}, nil)
+	require.ErrorContains(t, err, "no gateway socket on this machine")
 }
 
 func startCmd(t *testing.T, name string, args ...string) *osexec.Cmd {

@@ -1,14 +1,15 @@
 package occ
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/client"
+	"oce.dev/oce/shared/atomicfile"
 )
 
 func (a *app) statusCmd() *cobra.Command {
@@ -26,7 +27,7 @@ func (a *app) statusCmd() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintln(out, "Cluster:")
-			if err := a.printRaw(out, st.Cluster); err != nil {
+			if err := a.print(out, st.Cluster, func() table { return clusterTable(st.Cluster) }); err != nil {
 				return err
 			}
 			fmt.Fprintln(out, "\nAgents:")
@@ -47,6 +48,23 @@ func summaryTable(as []wire.AgentSummary) table {
 		}
 		t.rows = append(t.rows, []string{s.Namespace, s.Name, s.ExecutionMode, dash(s.ActiveRevisionID),
 			itoa(s.RevisionCount), st})
+	}
+	return t
+}
+
+// clusterTable lists the members; the answering node adds its Raft state,
+// term and applied index, the others what it knows of them.
+func clusterTable(c wire.Cluster) table {
+	t := table{header: []string{"MEMBER", "RAFT ADDRESS", "HTTP ADDRESS", "SUFFRAGE", "STATE", "TERM", "APPLIED"}}
+	for _, m := range c.Members {
+		state, term, applied := "-", "-", "-"
+		if m.Leader {
+			state = "Leader"
+		}
+		if m.ID == c.NodeID {
+			state, term, applied = c.State, fmt.Sprint(c.Term), fmt.Sprint(c.LastApplied)
+		}
+		t.rows = append(t.rows, []string{m.ID, m.RaftAddr, dash(m.HTTPAddr), m.Suffrage, state, term, applied})
 	}
 	return t
 }
@@ -99,11 +117,11 @@ func (a *app) workCmd() *cobra.Command {
 
 func (a *app) clusterCmd() *cobra.Command {
 	c := &cobra.Command{Use: "cluster", Short: "Raft membership, leadership and backups"}
-	raw := func(cmd *cobra.Command, v json.RawMessage, err error) error {
+	raw := func(cmd *cobra.Command, v wire.Cluster, err error) error {
 		if err != nil {
 			return err
 		}
-		return a.printRaw(cmd.OutOrStdout(), v)
+		return a.print(cmd.OutOrStdout(), v, func() table { return clusterTable(v) })
 	}
 	members := &cobra.Command{
 		Use: "members", Short: "Show members, leader, term and applied index", Args: cobra.NoArgs,
@@ -149,20 +167,13 @@ func (a *app) clusterCmd() *cobra.Command {
 	snap.AddCommand(&cobra.Command{
 		Use: "save FILE", Short: "Stream a backup into FILE (mode 0600)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tmp := args[0] + ".partial"
-			f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-			if err != nil {
+			var n int64
+			err := atomicfile.WriteFrom(args[0], 0o600, func(w io.Writer) error {
+				var err error
+				n, err = a.client().SnapshotSave(cmd.Context(), w)
 				return err
-			}
-			n, err := a.client().SnapshotSave(cmd.Context(), f)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
+			})
 			if err != nil {
-				os.Remove(tmp)
-				return err
-			}
-			if err := os.Rename(tmp, args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "saved %d bytes to %s\n", n, args[0])

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/coordinator/api/wire"
 )
 
 func (a *app) namespaceCmd() *cobra.Command {
@@ -51,7 +51,7 @@ func (a *app) namespaceCmd() *cobra.Command {
 	return c
 }
 
-func namespaceTable(nss ...state.Namespace) table {
+func namespaceTable(nss ...wire.Namespace) table {
 	t := table{header: []string{"NAME", "ID", "CREATED"}}
 	for _, ns := range nss {
 		t.rows = append(t.rows, []string{ns.Name, ns.ID, ts(ns.CreatedAt)})
@@ -158,7 +158,7 @@ func (a *app) configCmd() *cobra.Command {
 	return c
 }
 
-func configTable(cfs ...state.Configuration) table {
+func configTable(cfs ...wire.Configuration) table {
 	t := table{header: []string{"NAME", "ID", "GENERATION", "UPDATED"}}
 	for _, c := range cfs {
 		t.rows = append(t.rows, []string{c.Name, c.ID, itoa(c.Generation), ts(c.UpdatedAt)})
@@ -186,7 +186,7 @@ func (a *app) revisionsCmd() *cobra.Command {
 	}
 }
 
-func revisionTable(active string, revs ...state.Revision) table {
+func revisionTable(active string, revs ...wire.Revision) table {
 	t := table{header: []string{"NUMBER", "ID", "HARNESS", "MODE", "STATUS", "FAILURE", "ACTIVE", "CREATED"}}
 	for _, r := range revs {
 		act := ""

@@ -14,8 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"oce.dev/oce/coordinator/compute/local"
+	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/shared/ocproto"
+	"oce.dev/oce/shared/relay"
 )
 
 // DefaultSendTimeout bounds one `occ agent send` turn.
@@ -41,34 +42,37 @@ type chatEvent struct {
 }
 
 func (a *app) sendCmd() *cobra.Command {
-	var dir, session string
+	var session string
 	var timeout time.Duration
 	c := &cobra.Command{
 		Use:   "send AGENT MESSAGE",
 		Short: "Send a message through the Agent's Gateway and stream the reply",
 		Long: `Sends MESSAGE to the Agent's active Gateway with the OpenClaw operator protocol (chat.send)
-and streams the reply. The Gateway is found through the local compute driver's route record
-(<dev dir>/routes/<agent id>.json: a Unix socket forwarded to the active revision's gateway,
-and the Agent's managed gateway password file), so this works with ` + "`occ dev up`" + `.`,
+and streams the reply. The coordinator names the Gateway's endpoint (GET …/agents/{agent}/endpoints):
+with the local compute driver (` + "`occ dev up`" + `) a Unix socket on this machine forwarded to the
+active revision's gateway, and the Agent's managed gateway password file.`,
+		Example: `  occ agent send hello "Hello!"
+  occ agent send coder "Write a haiku" --session review --timeout 10m`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := a.devDir(dir)
-			if err != nil {
-				return err
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			ag, err := a.client().Agent(ctx, a.settings.Namespace, args[0])
+			cl := a.client()
+			ag, err := cl.Agent(ctx, a.settings.Namespace, args[0])
 			if err != nil {
 				return err
 			}
 			if ag.ActiveRevisionID == "" {
 				return fmt.Errorf("agent %s has no active revision: deploy it first", args[0])
 			}
-			return SendMessage(ctx, d, ag.ID, session, args[1], cmd.OutOrStdout(), cmd.ErrOrStderr())
+			ep, err := cl.Endpoints(ctx, a.settings.Namespace, ag.ID)
+			if err != nil {
+				return err
+			}
+			_, err = SendAndCollect(ctx, ep, session, args[1], cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return err
 		},
 	}
-	c.Flags().StringVar(&dir, "dir", "", "dev data dir (env OCC_DEV_DIR; default ./"+DefaultDevDir+")")
 	c.Flags().StringVar(&session, "session", DefaultSessionKey, "gateway session key")
 	c.Flags().DurationVar(&timeout, "timeout", DefaultSendTimeout, "how long to wait for the reply")
 	return c
@@ -77,22 +81,15 @@ and the Agent's managed gateway password file), so this works with ` + "`occ dev
 // sendRetryInterval paces the dial retries while a gateway starts.
 const sendRetryInterval = 500 * time.Millisecond
 
-// SendMessage sends message to the Agent's gateway (found through the local
-// driver's route record under devDir) in session and streams the reply to
-// out. It returns the whole reply text.
-func SendMessage(ctx context.Context, devDir, agentID, session, message string, out, status io.Writer) error {
-	_, err := SendAndCollect(ctx, devDir, agentID, session, message, out, status)
-	return err
-}
-
-// SendAndCollect is SendMessage returning the reply text as well; status
-// (may be nil) receives progress notes.
-func SendAndCollect(ctx context.Context, devDir, agentID, session, message string, out, status io.Writer) (string, error) {
-	rt, err := local.ReadRoute(devDir, agentID)
-	if err != nil {
-		return "", err
+// SendAndCollect sends message in session to the Agent's gateway at ep (a
+// Unix socket on this machine and the password file beside it), streams
+// the reply to out and returns its text; status (may be nil) receives
+// progress notes.
+func SendAndCollect(ctx context.Context, ep wire.Endpoints, session, message string, out, status io.Writer) (string, error) {
+	if ep.Socket == "" || ep.PasswordFile == "" {
+		return "", fmt.Errorf("agent %s: the compute driver offers no gateway socket on this machine (gateway %s)", ep.AgentID, dash(ep.Gateway))
 	}
-	pw, err := os.ReadFile(rt.PasswordFile)
+	pw, err := os.ReadFile(ep.PasswordFile)
 	if err != nil {
 		return "", fmt.Errorf("gateway password: %w", err)
 	}
@@ -104,7 +101,7 @@ func SendAndCollect(ctx context.Context, devDir, agentID, session, message strin
 		return "", err
 	}
 	defer ln.Close()
-	go func() { _ = forward(ln, func() (net.Conn, error) { return net.Dial("unix", rt.Socket) }) }()
+	go func() { _ = relay.Serve(ln, func() (net.Conn, error) { return net.Dial("unix", ep.Socket) }) }()
 
 	q := &eventQueue{signal: make(chan struct{}, 1)}
 	// A freshly activated gateway may still be starting (an embedded

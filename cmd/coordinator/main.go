@@ -1,7 +1,9 @@
 // Command coordinator runs one member of oce's Raft-replicated coordinator.
 // With no flags it is the embedded default: one node with data under
 // ./.oce/coordinator, Raft on 127.0.0.1:7300, HTTP on 127.0.0.1:7400, which
-// bootstraps itself.
+// bootstraps itself, with the in-memory test driver (in a dev data dir
+// only; see docs/OPERATIONS.md). --driver kubernetes runs Agents on a
+// cluster, --driver local as processes of this machine (occ dev up).
 package main
 
 import (
@@ -10,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -48,6 +51,7 @@ func command() *cobra.Command {
 			}
 			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			cfg.Log = log
+			cfg.Local.LogLevel = logLevel
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			go func() {
@@ -74,7 +78,14 @@ func command() *cobra.Command {
 	f.StringVar(&cfg.HTTPAdvertise, "http-advertise", env("OCE_HTTP_ADVERTISE", ""), "HTTP address told to members and clients; default the bound one (env OCE_HTTP_ADVERTISE)")
 	f.StringVar(&cfg.NodeID, "node-id", env("OCE_NODE_ID", ""), "Raft server id; default the stored one, else the host name (env OCE_NODE_ID)")
 	f.StringVar(&cfg.Join, "join", env("OCE_JOIN", ""), "comma-separated HTTP addresses of members to join through; empty bootstraps (env OCE_JOIN)")
-	f.StringVar(&cfg.Driver, "driver", env("OCE_DRIVER", server.DefaultDriver), "compute driver: memory, kubernetes, or local (env OCE_DRIVER)")
+	f.StringVar(&cfg.DriverName, "driver", env("OCE_DRIVER", ""), "compute driver: "+strings.Join(server.Drivers(), ", ")+
+		"; empty runs the in-memory test driver, in a dev data dir only (env OCE_DRIVER)")
+	f.StringVar(&cfg.APISocket, "api-socket", env("OCE_API_SOCKET", ""), "also serve the API on this Unix socket, mode 0600 (env OCE_API_SOCKET)")
+	f.StringVar(&cfg.Local.Root, "local-root", env("OCE_LOCAL_ROOT", ""), "local driver: root of the runtimes' directories; default <data-dir>/local")
+	f.StringVar(&cfg.Local.BinDir, "local-bin-dir", env("OCE_LOCAL_BIN_DIR", ""), "local driver: directory of gatewayd, harnessd, nodehost; default beside this binary")
+	f.StringVar(&cfg.Local.SecretsDir, "local-secrets-dir", env("OCE_LOCAL_SECRETS_DIR", ""), "local driver: where harnessAuth sourceRefs local:<name> resolve; default <local-root>/secrets")
+	f.StringVar(&cfg.Local.ProviderURL, "local-provider-url", env("OCE_LOCAL_PROVIDER_URL", ""), "local driver: model provider base URL for every runtime (the offline fake provider)")
+	f.BoolVar(&cfg.Local.AllowHostNetwork, "local-allow-host-network", false, "local driver: let runtimes run outside a loopback-only network namespace")
 	f.StringVar(&cfg.TokenFile, "token-file", env("OCE_TOKEN_FILE", ""), "bearer token file (0600), created when missing; default <data-dir>/token (env OCE_TOKEN_FILE)")
 	f.StringVar(&logLevel, "log-level", env("OCE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env OCE_LOG_LEVEL)")
 	f.DurationVar(&cfg.Timeouts.Heartbeat, "raft-heartbeat-timeout", store.DefaultHeartbeatTimeout, "Raft heartbeat timeout")

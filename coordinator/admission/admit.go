@@ -84,8 +84,8 @@ func Admit(in Input) (Output, error) {
 	if err != nil {
 		return Output{}, err
 	}
-	topo := Topology{Harness: res.Harness, Mode: in.Agent.ExecutionMode}
-	if err := checkTopology(topo, in.Installation); err != nil {
+	topo, err := checkTopology(res.Harness, in.Agent.ExecutionMode, in.Installation)
+	if err != nil {
 		return Output{}, err
 	}
 	support := in.Auth
@@ -126,7 +126,7 @@ func Admit(in Input) (Output, error) {
 	}
 	out := Output{
 		Harness:  state.HarnessIdentity{ID: res.Harness, Version: version},
-		Mode:     topo.Mode,
+		Mode:     topo.Mode(),
 		Document: doc,
 		Rendered: rendered,
 		Primary:  res.Primary,

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/modelref"
 )
 
@@ -72,7 +74,7 @@ func TestAdmitRules(t *testing.T) {
 		mode   string
 		method string
 		mutate func(*Input)
-		code   string // "" = admitted
+		code   codes.Code // "" = admitted
 		rule   string
 		check  func(t *testing.T, out Output)
 	}
@@ -88,9 +90,9 @@ func TestAdmitRules(t *testing.T) {
 				require.Equal(t, state.HarnessCodex, out.Harness.ID)
 			}},
 		{name: "model-ref/missing-provider", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"claude-sonnet"}}}`, code: CodeInvalidRequest, rule: RuleModelRef},
+			doc: `{"agents":{"defaults":{"model":"claude-sonnet"}}}`, code: codes.InvalidRequest, rule: RuleModelRef},
 		{name: "model-ref/object-without-primary", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":{"fallbacks":["anthropic/x"]}}}}`, code: CodeInvalidRequest, rule: RuleModelRef},
+			doc: `{"agents":{"defaults":{"model":{"fallbacks":["anthropic/x"]}}}}`, code: codes.InvalidRequest, rule: RuleModelRef},
 		{name: "catalog-id/without-provider-prefix", mode: ded, method: AuthAPIKey,
 			doc:   `{"agents":{"defaults":{"model":"codex/vendor/org/model"}},"models":{"providers":{"codex":{"models":[{"id":"vendor/org/model","agentRuntime":{"id":"codex"}}]}}}}`,
 			check: harness(state.HarnessCodex)},
@@ -99,7 +101,7 @@ func TestAdmitRules(t *testing.T) {
 			check: harness(state.HarnessCodex)},
 		{name: "catalog-id/partial-id-does-not-match", mode: ded, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"codex/vendor/org/model"}},"models":{"providers":{"codex":{"agentRuntime":{"id":"codex"},"models":[{"id":"org/model"}]}}}}`,
-			code: CodeInvalidRequest, rule: RuleProviderModels},
+			code: codes.InvalidRequest, rule: RuleProviderModels},
 
 		// agentRuntime policy sources.
 		{name: "runtime/from-entry-models", mode: ded, method: AuthAPIKey,
@@ -117,49 +119,49 @@ func TestAdmitRules(t *testing.T) {
 			check: harness(state.HarnessOpenClaw)},
 		{name: "runtime/conflicting-policies", mode: ded, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"codex/gpt-5.5","models":{"codex/gpt-5.5":{"agentRuntime":{"id":"openclaw"}}}}},"models":{"providers":{"codex":{"agentRuntime":{"id":"codex"}}}}}`,
-			code: CodeInvalidRequest, rule: RuleRuntimeConflict},
+			code: codes.InvalidRequest, rule: RuleRuntimeConflict},
 		{name: "runtime/conflict-entry-vs-defaults", mode: emb, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"openai/gpt-5.5","models":{"openai/gpt-5.5":{"agentRuntime":{"id":"openclaw"}}}},"entries":{"main":{"models":{"openai/gpt-5.5":{"agentRuntime":{"id":"codex"}}}}}}}`,
-			code: CodeInvalidRequest, rule: RuleRuntimeConflict},
+			code: codes.InvalidRequest, rule: RuleRuntimeConflict},
 		{name: "runtime/unknown-id", mode: emb, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"openai/gpt-5.5","models":{"openai/gpt-5.5":{"agentRuntime":{"id":"auto"}}}}}}`,
-			code: CodeInvalidRequest, rule: RuleRuntimeUnsupported},
+			code: codes.InvalidRequest, rule: RuleRuntimeUnsupported},
 		{name: "runtime/not-an-object", mode: emb, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"openai/gpt-5.5","models":{"openai/gpt-5.5":{"agentRuntime":"openclaw"}}}}}`,
-			code: CodeInvalidRequest, rule: RuleRuntimeUnsupported},
+			code: codes.InvalidRequest, rule: RuleRuntimeUnsupported},
 
 		// Missing policy.
 		{name: "default/no-model-candidate-resolves-openclaw", mode: ded, method: AuthAPIKey,
-			doc: `{"gateway":{"mode":"local"}}`, code: CodeInvalidRequest, rule: RuleNativeWorkers}, // openclaw resolved, so dedicated asks for native workers
+			doc: `{"gateway":{"mode":"local"}}`, code: codes.InvalidRequest, rule: RuleNativeWorkers}, // openclaw resolved, so dedicated asks for native workers
 		{name: "default/no-model-candidate-cannot-probe", mode: emb, method: AuthAPIKey,
-			doc: `{"gateway":{"mode":"local"}}`, code: CodeResourceConflict, rule: RuleAuthProvider},
+			doc: `{"gateway":{"mode":"local"}}`, code: codes.ResourceConflict, rule: RuleAuthProvider},
 		{name: "default/builtin-provider-openclaw", mode: emb, method: AuthAPIKey, doc: docAnthropic, check: harness(state.HarnessOpenClaw)},
 		{name: "default/openai-needs-policy", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"openai/gpt-5.5"}}}`, code: CodeInvalidRequest, rule: RuleRuntimeRequired},
+			doc: `{"agents":{"defaults":{"model":"openai/gpt-5.5"}}}`, code: codes.InvalidRequest, rule: RuleRuntimeRequired},
 		{name: "default/codex-needs-policy", mode: ded, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"codex/gpt-5.5"}}}`, code: CodeInvalidRequest, rule: RuleRuntimeRequired},
+			doc: `{"agents":{"defaults":{"model":"codex/gpt-5.5"}}}`, code: codes.InvalidRequest, rule: RuleRuntimeRequired},
 		{name: "default/configured-provider-needs-policy", mode: emb, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"anthropic/claude-sonnet-4-6"}},"models":{"providers":{"anthropic":{"baseUrl":"https://proxy.example/v1"}}}}`,
-			code: CodeInvalidRequest, rule: RuleRuntimeRequired},
+			code: codes.InvalidRequest, rule: RuleRuntimeRequired},
 		{name: "default/plugin-routed-provider-needs-policy", mode: emb, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"anthropic/claude-sonnet-4-6"}},"plugins":{"entries":{"anthropic":{"enabled":true}}}}`,
-			code: CodeInvalidRequest, rule: RuleRuntimeRequired},
+			code: codes.InvalidRequest, rule: RuleRuntimeRequired},
 
 		// Codex provider requirement.
 		{name: "codex/native-codex-provider", mode: ded, method: AuthAPIKey, doc: ExampleDedicatedCodex, check: harness(state.HarnessCodex)},
 		{name: "codex/openai-with-websocket-plugin", mode: ded, method: AuthAPIKey, doc: ExampleDedicatedCodexOpenAI, check: harness(state.HarnessCodex)},
 		{name: "codex/openai-without-plugin", mode: ded, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"openai/gpt-5.5","models":{"openai/gpt-5.5":{"agentRuntime":{"id":"codex"}}}}}}`,
-			code: CodeInvalidRequest, rule: RuleCodexProvider},
+			code: codes.InvalidRequest, rule: RuleCodexProvider},
 		{name: "codex/openai-plugin-not-enabled", mode: ded, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"openai/gpt-5.5","models":{"openai/gpt-5.5":{"agentRuntime":{"id":"codex"}}}}},"plugins":{"entries":{"codex":{"config":{"appServer":{"transport":"websocket"}}}}}}`,
-			code: CodeInvalidRequest, rule: RuleCodexProvider},
+			code: codes.InvalidRequest, rule: RuleCodexProvider},
 		{name: "codex/openai-plugin-stdio-transport", mode: ded, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"openai/gpt-5.5","models":{"openai/gpt-5.5":{"agentRuntime":{"id":"codex"}}}}},"plugins":{"entries":{"codex":{"enabled":true,"config":{"appServer":{"transport":"stdio"}}}}}}`,
-			code: CodeInvalidRequest, rule: RuleCodexProvider},
+			code: codes.InvalidRequest, rule: RuleCodexProvider},
 		{name: "codex/other-provider", mode: ded, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"anthropic/claude-sonnet-4-6","models":{"anthropic/claude-sonnet-4-6":{"agentRuntime":{"id":"codex"}}}}},` + pluginWS + `}`,
-			code: CodeInvalidRequest, rule: RuleCodexProvider},
+			code: codes.InvalidRequest, rule: RuleCodexProvider},
 
 		// Fallbacks, catalogs, rosters.
 		{name: "fallbacks/order-preserved", mode: emb, method: AuthAPIKey,
@@ -169,42 +171,42 @@ func TestAdmitRules(t *testing.T) {
 				require.Equal(t, []any{"anthropic/c", "anthropic/b/x", "anthropic/a2"}, get(t, out.Document, "agents.defaults.model.fallbacks"))
 			}},
 		{name: "fallbacks/keep-primary-provider", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":{"primary":"anthropic/a","fallbacks":["openai/b"]}}}}`, code: CodeInvalidRequest, rule: RuleFallbackProvider},
+			doc: `{"agents":{"defaults":{"model":{"primary":"anthropic/a","fallbacks":["openai/b"]}}}}`, code: codes.InvalidRequest, rule: RuleFallbackProvider},
 		{name: "fallbacks/must-be-array", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":{"primary":"anthropic/a","fallbacks":"anthropic/b"}}}}`, code: CodeInvalidRequest, rule: RuleDocumentShape},
+			doc: `{"agents":{"defaults":{"model":{"primary":"anthropic/a","fallbacks":"anthropic/b"}}}}`, code: codes.InvalidRequest, rule: RuleDocumentShape},
 		{name: "fallbacks/same-harness", mode: ded, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":{"primary":"openai/a","fallbacks":["openai/b"]},"models":{"openai/a":{"agentRuntime":{"id":"codex"}},"openai/b":{"agentRuntime":{"id":"openclaw"}}}}},` + pluginWS + `}`,
-			code: CodeInvalidRequest, rule: RuleSelectableModels},
+			code: codes.InvalidRequest, rule: RuleSelectableModels},
 		{name: "fallbacks/resolve-to-one-harness", mode: ded, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":{"primary":"openai/a","fallbacks":["openai/b"]}}},"models":{"providers":{"openai":{"models":[{"id":"a","agentRuntime":{"id":"codex"}},{"id":"b","agentRuntime":{"id":"openclaw"}}]}}},` + pluginWS + `}`,
-			code: CodeInvalidRequest, rule: RuleHarnessesDiffer},
+			code: codes.InvalidRequest, rule: RuleHarnessesDiffer},
 		{name: "provider-models/limited-to-primary-and-fallbacks", mode: ded, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"codex/gpt-5.5"}},"models":{"providers":{"codex":{"agentRuntime":{"id":"codex"},"models":[{"id":"gpt-5.5"},{"id":"gpt-4"}]}}}}`,
-			code: CodeInvalidRequest, rule: RuleProviderModels},
+			code: codes.InvalidRequest, rule: RuleProviderModels},
 		{name: "provider-models/other-provider-listed", mode: emb, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"anthropic/a"}},"models":{"providers":{"vllm":{"models":[{"id":"llama"}]}}}}`,
-			code: CodeInvalidRequest, rule: RuleProviderModels},
+			code: codes.InvalidRequest, rule: RuleProviderModels},
 		{name: "selectable-models/keep-provider", mode: emb, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"openai/a","models":{"openai/a":{"agentRuntime":{"id":"openclaw"}},"anthropic/b":{"agentRuntime":{"id":"openclaw"}}}}}}`,
-			code: CodeInvalidRequest, rule: RuleSelectableModels},
+			code: codes.InvalidRequest, rule: RuleSelectableModels},
 		{name: "selectable-models/need-explicit-runtime", mode: emb, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"anthropic/a","models":{"anthropic/a":{},"anthropic/b":{}}}}}`,
-			code: CodeInvalidRequest, rule: RuleSelectableModels},
+			code: codes.InvalidRequest, rule: RuleSelectableModels},
 		{name: "selectable-models/matching-runtime-admits", mode: emb, method: AuthAPIKey,
 			doc:   `{"agents":{"defaults":{"model":"openai/a","models":{"openai/a":{"agentRuntime":{"id":"openclaw"}},"openai/*":{"agentRuntime":{"id":"openclaw"}}}}}}`,
 			check: harness(state.HarnessOpenClaw)},
 		{name: "agents-list/non-empty", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"list":[{"id":"main"}],"defaults":{"model":"anthropic/a"}}}`, code: CodeInvalidRequest, rule: RuleAgentsList},
+			doc: `{"agents":{"list":[{"id":"main"}],"defaults":{"model":"anthropic/a"}}}`, code: codes.InvalidRequest, rule: RuleAgentsList},
 		{name: "agents-list/empty-admits", mode: emb, method: AuthAPIKey,
 			doc: `{"agents":{"list":[],"defaults":{"model":"anthropic/a"}}}`, check: harness(state.HarnessOpenClaw)},
 		{name: "agents-roster/multiple-entries-need-explicit-ownership", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"anthropic/a"},"entries":{"a":{},"b":{}}}}`, code: CodeInvalidRequest, rule: RuleRoster},
+			doc: `{"agents":{"defaults":{"model":"anthropic/a"},"entries":{"a":{},"b":{}}}}`, code: codes.InvalidRequest, rule: RuleRoster},
 		{name: "entry-primary/entries-match-primary", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"anthropic/a"},"entries":{"main":{"model":"anthropic/b"}}}}`, code: CodeInvalidRequest, rule: RuleEntryPrimary},
+			doc: `{"agents":{"defaults":{"model":"anthropic/a"},"entries":{"main":{"model":"anthropic/b"}}}}`, code: codes.InvalidRequest, rule: RuleEntryPrimary},
 		{name: "whole-agent-pin/conflict", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"anthropic/a","agentRuntime":{"id":"codex"}}}}`, code: CodeInvalidRequest, rule: RuleWholeAgentPin},
+			doc: `{"agents":{"defaults":{"model":"anthropic/a","agentRuntime":{"id":"codex"}}}}`, code: codes.InvalidRequest, rule: RuleWholeAgentPin},
 		{name: "whole-agent-pin/never-selects", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"openai/a","agentRuntime":{"id":"openclaw"}}}}`, code: CodeInvalidRequest, rule: RuleRuntimeRequired},
+			doc: `{"agents":{"defaults":{"model":"openai/a","agentRuntime":{"id":"openclaw"}}}}`, code: codes.InvalidRequest, rule: RuleRuntimeRequired},
 
 		// (Harness, mode) pairs.
 		{name: "pair/openclaw-embedded", mode: emb, method: AuthAPIKey, doc: docAnthropic,
@@ -220,29 +222,29 @@ func TestAdmitRules(t *testing.T) {
 		{name: "pair/openclaw-dedicated-admits-with-support-and-driver", mode: ded, method: AuthAPIKey, doc: docOpenAIOC,
 			mutate: func(in *Input) { in.Installation = nativeInstall }, check: harness(state.HarnessOpenClaw)},
 		{name: "pair/openclaw-dedicated-without-native-support", mode: ded, method: AuthAPIKey, doc: docOpenAIOC,
-			mutate: func(in *Input) { in.Installation.SandboxDriver = "openshell" }, code: CodeInvalidRequest, rule: RuleNativeWorkers},
+			mutate: func(in *Input) { in.Installation.SandboxDriver = "openshell" }, code: codes.InvalidRequest, rule: RuleNativeWorkers},
 		{name: "pair/openclaw-dedicated-without-sandbox-driver", mode: ded, method: AuthAPIKey, doc: docOpenAIOC,
-			mutate: func(in *Input) { in.Installation.NativeWorkerSupport = "pinned-runtime" }, code: CodeResourceConflict, rule: RuleSandboxDriver},
-		{name: "pair/codex-embedded-mode-mismatch", mode: emb, method: AuthAPIKey, doc: docCodex, code: CodeResourceConflict, rule: RuleModeMismatch},
-		{name: "execution-mode/unknown", mode: "shared", method: AuthAPIKey, doc: docAnthropic, code: CodeInvalidRequest, rule: RuleExecutionMode},
-		{name: "execution-mode/empty", mode: "", method: AuthAPIKey, doc: docAnthropic, code: CodeInvalidRequest, rule: RuleExecutionMode},
+			mutate: func(in *Input) { in.Installation.NativeWorkerSupport = "pinned-runtime" }, code: codes.ResourceConflict, rule: RuleSandboxDriver},
+		{name: "pair/codex-embedded-mode-mismatch", mode: emb, method: AuthAPIKey, doc: docCodex, code: codes.ResourceConflict, rule: RuleModeMismatch},
+		{name: "execution-mode/unknown", mode: "shared", method: AuthAPIKey, doc: docAnthropic, code: codes.InvalidRequest, rule: RuleExecutionMode},
+		{name: "execution-mode/empty", mode: "", method: AuthAPIKey, doc: docAnthropic, code: codes.InvalidRequest, rule: RuleExecutionMode},
 
 		// harnessAuth bindings.
-		{name: "auth/missing-binding", mode: emb, doc: docAnthropic, code: CodeResourceConflict, rule: RuleAuthMissing},
+		{name: "auth/missing-binding", mode: emb, doc: docAnthropic, code: codes.ResourceConflict, rule: RuleAuthMissing},
 		{name: "auth/api-key-dedicated-openclaw", mode: ded, method: AuthAPIKey, doc: docOpenAIOC,
 			mutate: func(in *Input) { in.Installation = nativeInstall }, check: harness(state.HarnessOpenClaw)},
 		{name: "auth/api-key-dedicated-codex", mode: ded, method: AuthAPIKey, doc: docCodex, check: harness(state.HarnessCodex)},
 		{name: "auth/api-key-rejects-service-account-source", mode: ded, method: AuthAPIKey, doc: docCodex,
-			mutate: func(in *Input) { in.Agent.HarnessAuth.CredentialKind = KindServiceAccount }, code: CodeResourceConflict, rule: RuleAuthSource},
+			mutate: func(in *Input) { in.Agent.HarnessAuth.CredentialKind = KindServiceAccount }, code: codes.ResourceConflict, rule: RuleAuthSource},
 		{name: "auth/codex-pat-dedicated-codex", mode: ded, method: AuthCodexPAT, doc: docCodex,
 			mutate: func(in *Input) { in.Agent.HarnessAuth.CredentialKind = KindServiceAccount }, check: harness(state.HarnessCodex)},
-		{name: "auth/codex-pat-embedded-openclaw", mode: emb, method: AuthCodexPAT, doc: docAnthropic, code: CodeResourceConflict, rule: RuleAuthTopology},
+		{name: "auth/codex-pat-embedded-openclaw", mode: emb, method: AuthCodexPAT, doc: docAnthropic, code: codes.ResourceConflict, rule: RuleAuthTopology},
 		{name: "auth/codex-pat-dedicated-openclaw", mode: ded, method: AuthCodexPAT, doc: docOpenAIOC,
-			mutate: func(in *Input) { in.Installation = nativeInstall }, code: CodeResourceConflict, rule: RuleAuthTopology},
+			mutate: func(in *Input) { in.Installation = nativeInstall }, code: codes.ResourceConflict, rule: RuleAuthTopology},
 		{name: "auth/chatgpt-service-account-dedicated-codex", mode: ded, method: AuthChatGPTServiceAccount, doc: docCodex, check: harness(state.HarnessCodex)},
-		{name: "auth/chatgpt-service-account-embedded", mode: emb, method: AuthChatGPTServiceAccount, doc: docAnthropic, code: CodeResourceConflict, rule: RuleAuthTopology},
+		{name: "auth/chatgpt-service-account-embedded", mode: emb, method: AuthChatGPTServiceAccount, doc: docAnthropic, code: codes.ResourceConflict, rule: RuleAuthTopology},
 		{name: "auth/credential-source-requires-gateway", mode: ded, method: AuthCredentialSource, doc: docCodex,
-			mutate: func(in *Input) { in.Installation.SandboxDriver = "openshell" }, code: CodeResourceConflict, rule: RuleAuthGateway},
+			mutate: func(in *Input) { in.Installation.SandboxDriver = "openshell" }, code: codes.ResourceConflict, rule: RuleAuthGateway},
 		{name: "auth/credential-source-dedicated-codex", mode: ded, method: AuthCredentialSource, doc: docCodex,
 			mutate: func(in *Input) {
 				in.Installation = state.Installation{SandboxDriver: "openshell", CredentialGateway: "cg"}
@@ -253,44 +255,44 @@ func TestAdmitRules(t *testing.T) {
 				in.Installation = state.Installation{NativeWorkerSupport: "pinned-runtime", SandboxDriver: "openshell", CredentialGateway: "cg"}
 			}, check: harness(state.HarnessOpenClaw)},
 		{name: "auth/credential-source-embedded", mode: emb, method: AuthCredentialSource, doc: docAnthropic,
-			mutate: func(in *Input) { in.Installation.CredentialGateway = "cg" }, code: CodeResourceConflict, rule: RuleAuthTopology},
+			mutate: func(in *Input) { in.Installation.CredentialGateway = "cg" }, code: codes.ResourceConflict, rule: RuleAuthTopology},
 		{name: "auth/gateway-rejects-secret-method", mode: ded, method: AuthAPIKey, doc: docCodex,
-			mutate: func(in *Input) { in.Installation.CredentialGateway = "cg" }, code: CodeResourceConflict, rule: RuleAuthGateway},
+			mutate: func(in *Input) { in.Installation.CredentialGateway = "cg" }, code: codes.ResourceConflict, rule: RuleAuthGateway},
 		{name: "auth/gateway-rejects-account-method", mode: ded, method: AuthChatGPTServiceAccount, doc: docCodex,
-			mutate: func(in *Input) { in.Installation.CredentialGateway = "cg" }, code: CodeResourceConflict, rule: RuleAuthGateway},
-		{name: "auth/runtime-is-ssh-only", mode: emb, method: AuthRuntime, doc: docAnthropic, code: CodeResourceConflict, rule: RuleAuthRuntime},
-		{name: "auth/unknown-method", mode: emb, method: "password", doc: docAnthropic, code: CodeResourceConflict, rule: RuleAuthTopology},
+			mutate: func(in *Input) { in.Installation.CredentialGateway = "cg" }, code: codes.ResourceConflict, rule: RuleAuthGateway},
+		{name: "auth/runtime-is-ssh-only", mode: emb, method: AuthRuntime, doc: docAnthropic, code: codes.ResourceConflict, rule: RuleAuthRuntime},
+		{name: "auth/unknown-method", mode: emb, method: "password", doc: docAnthropic, code: codes.ResourceConflict, rule: RuleAuthTopology},
 		{name: "auth/driver-does-not-support-method", mode: ded, method: AuthCodexPAT, doc: docCodex,
-			mutate: func(in *Input) { in.Auth = AuthSupport{DedicatedCodex: {AuthAPIKey}} }, code: CodeResourceConflict, rule: RuleAuthDriver},
+			mutate: func(in *Input) { in.Auth = AuthSupport{contract.DedicatedCodex: {AuthAPIKey}} }, code: codes.ResourceConflict, rule: RuleAuthDriver},
 		{name: "auth/driver-supports-nothing", mode: emb, method: AuthAPIKey, doc: docAnthropic,
-			mutate: func(in *Input) { in.Auth = AuthSupport{} }, code: CodeResourceConflict, rule: RuleAuthDriver},
+			mutate: func(in *Input) { in.Auth = AuthSupport{} }, code: codes.ResourceConflict, rule: RuleAuthDriver},
 		{name: "auth/provider-dedicated-openclaw-openai-only", mode: ded, method: AuthAPIKey,
 			doc:    `{"agents":{"defaults":{"model":"anthropic/a","models":{"anthropic/a":{"agentRuntime":{"id":"openclaw"}}}}}}`,
-			mutate: func(in *Input) { in.Installation = nativeInstall }, code: CodeResourceConflict, rule: RuleAuthProvider},
+			mutate: func(in *Input) { in.Installation = nativeInstall }, code: codes.ResourceConflict, rule: RuleAuthProvider},
 		{name: "auth/provider-embedded-openai-or-anthropic", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"google/gemini-3"}}}`, code: CodeResourceConflict, rule: RuleAuthProvider},
+			doc: `{"agents":{"defaults":{"model":"google/gemini-3"}}}`, code: codes.ResourceConflict, rule: RuleAuthProvider},
 
 		// Driver env guard and credential settings.
 		{name: "env-guard/openai-key-in-env-vars", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"anthropic/a"}},"env":{"vars":{"OPENAI_API_KEY":"sk-x"}}}`, code: CodeInvalidRequest, rule: RuleEnvGuard},
+			doc: `{"agents":{"defaults":{"model":"anthropic/a"}},"env":{"vars":{"OPENAI_API_KEY":"sk-x"}}}`, code: codes.InvalidRequest, rule: RuleEnvGuard},
 		{name: "env-guard/anthropic-prefix-any-case", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"anthropic/a"}},"env":{"anthropic_base_url":"https://x"}}`, code: CodeInvalidRequest, rule: RuleEnvGuard},
+			doc: `{"agents":{"defaults":{"model":"anthropic/a"}},"env":{"anthropic_base_url":"https://x"}}`, code: codes.InvalidRequest, rule: RuleEnvGuard},
 		{name: "env-guard/codex-login-mode", mode: ded, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"codex/gpt-5.5","models":{"codex/gpt-5.5":{"agentRuntime":{"id":"codex"}}}}},"env":{"vars":{"CODEX_LOGIN_MODE":"api_key"}}}`, code: CodeInvalidRequest, rule: RuleEnvGuard},
+			doc: `{"agents":{"defaults":{"model":"codex/gpt-5.5","models":{"codex/gpt-5.5":{"agentRuntime":{"id":"codex"}}}}},"env":{"vars":{"CODEX_LOGIN_MODE":"api_key"}}}`, code: codes.InvalidRequest, rule: RuleEnvGuard},
 		{name: "env-guard/codex-access-token", mode: ded, method: AuthCodexPAT,
-			doc: `{"agents":{"defaults":{"model":"codex/gpt-5.5","models":{"codex/gpt-5.5":{"agentRuntime":{"id":"codex"}}}}},"env":{"CODEX_ACCESS_TOKEN":"at-x"}}`, code: CodeInvalidRequest, rule: RuleEnvGuard},
+			doc: `{"agents":{"defaults":{"model":"codex/gpt-5.5","models":{"codex/gpt-5.5":{"agentRuntime":{"id":"codex"}}}}},"env":{"CODEX_ACCESS_TOKEN":"at-x"}}`, code: codes.InvalidRequest, rule: RuleEnvGuard},
 		{name: "env-guard/other-codex-keys-allowed", mode: emb, method: AuthAPIKey,
 			doc: `{"agents":{"defaults":{"model":"anthropic/a"}},"env":{"vars":{"CODEX_HOME":"/x","CODEX_ACCESS_TOKENS":"n"}}}`, check: harness(state.HarnessOpenClaw)},
 		{name: "config-auth-section/rejected", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"anthropic/a"}},"auth":{"profiles":{"anthropic:default":{"provider":"anthropic","mode":"api_key"}}}}`, code: CodeInvalidRequest, rule: RuleAuthSection},
+			doc: `{"agents":{"defaults":{"model":"anthropic/a"}},"auth":{"profiles":{"anthropic:default":{"provider":"anthropic","mode":"api_key"}}}}`, code: codes.InvalidRequest, rule: RuleAuthSection},
 		{name: "provider-credential/header", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"openai/a","models":{"openai/a":{"agentRuntime":{"id":"openclaw"}}}}},"models":{"providers":{"openai":{"headers":{"Authorization":"Bearer x"}}}}}`, code: CodeInvalidRequest, rule: RuleProviderCredential},
+			doc: `{"agents":{"defaults":{"model":"openai/a","models":{"openai/a":{"agentRuntime":{"id":"openclaw"}}}}},"models":{"providers":{"openai":{"headers":{"Authorization":"Bearer x"}}}}}`, code: codes.InvalidRequest, rule: RuleProviderCredential},
 		{name: "provider-credential/api-key-env-reference-admits", mode: emb, method: AuthAPIKey,
 			doc: `{"agents":{"defaults":{"model":"openai/a"}},"models":{"providers":{"openai":{"apiKey":"${OPENAI_API_KEY}","agentRuntime":{"id":"openclaw"}}}}}`, check: harness(state.HarnessOpenClaw)},
 		{name: "provider-credential/api-key-literal", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"openai/a"}},"models":{"providers":{"openai":{"apiKey":"sk-literal","agentRuntime":{"id":"openclaw"}}}}}`, code: CodeInvalidRequest, rule: RuleProviderCredential},
+			doc: `{"agents":{"defaults":{"model":"openai/a"}},"models":{"providers":{"openai":{"apiKey":"sk-literal","agentRuntime":{"id":"openclaw"}}}}}`, code: codes.InvalidRequest, rule: RuleProviderCredential},
 		{name: "provider-credential/api-key-on-codex", mode: ded, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"codex/a"}},"models":{"providers":{"codex":{"apiKey":"${OPENAI_API_KEY}","agentRuntime":{"id":"codex"}}}}}`, code: CodeInvalidRequest, rule: RuleProviderCredential},
+			doc: `{"agents":{"defaults":{"model":"codex/a"}},"models":{"providers":{"codex":{"apiKey":"${OPENAI_API_KEY}","agentRuntime":{"id":"codex"}}}}}`, code: codes.InvalidRequest, rule: RuleProviderCredential},
 
 		// Custom-endpoint compile.
 		{name: "custom-endpoint/compile-rendered-only", mode: ded, method: AuthAPIKey, doc: ExampleCustomEndpoint,
@@ -318,7 +320,7 @@ func TestAdmitRules(t *testing.T) {
 			check: func(t *testing.T, out Output) { require.Equal(t, string(out.Document), string(out.Rendered)) }},
 		{name: "custom-endpoint/reserved-prefix", mode: ded, method: AuthAPIKey,
 			doc:  `{"agents":{"defaults":{"model":"codex/openai-compatible/m"}},"models":{"providers":{"codex":{"baseUrl":"https://m.example/v1","agentRuntime":{"id":"codex"}}}}}`,
-			code: CodeInvalidRequest, rule: RuleCompileReserved},
+			code: codes.InvalidRequest, rule: RuleCompileReserved},
 
 		// Logging stamp.
 		{name: "logging/platform-stamp", mode: emb, method: AuthAPIKey, doc: ExampleEmbeddedAnthropic,
@@ -344,25 +346,25 @@ func TestAdmitRules(t *testing.T) {
 				require.Equal(t, true, get(t, out.Document, "diagnostics.otel.traces"))
 			}},
 		{name: "log-level/unsupported", mode: emb, method: AuthAPIKey, doc: docAnthropic,
-			mutate: func(in *Input) { in.LogLevel = "verbose" }, code: CodeInvalidRequest, rule: RuleLogLevel},
+			mutate: func(in *Input) { in.LogLevel = "verbose" }, code: codes.InvalidRequest, rule: RuleLogLevel},
 		{name: "document-shape/logging-not-object", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"anthropic/a"}},"logging":"debug"}`, code: CodeInvalidRequest, rule: RuleDocumentShape},
+			doc: `{"agents":{"defaults":{"model":"anthropic/a"}},"logging":"debug"}`, code: codes.InvalidRequest, rule: RuleDocumentShape},
 
 		// Scope, syntax, settings, versions.
 		{name: "configuration-scope/other-configuration", mode: emb, method: AuthAPIKey, doc: docAnthropic,
-			mutate: func(in *Input) { in.Agent.ConfigurationID = "cfg2" }, code: CodeNotFound, rule: RuleScope},
+			mutate: func(in *Input) { in.Agent.ConfigurationID = "cfg2" }, code: codes.NotFound, rule: RuleScope},
 		{name: "configuration-scope/other-namespace", mode: emb, method: AuthAPIKey, doc: docAnthropic,
-			mutate: func(in *Input) { in.Configuration.NamespaceID = "ns2" }, code: CodeNotFound, rule: RuleScope},
+			mutate: func(in *Input) { in.Configuration.NamespaceID = "ns2" }, code: codes.NotFound, rule: RuleScope},
 		{name: "document-syntax/duplicate-key", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"anthropic/a","model":"openai/b"}}}`, code: CodeInvalidRequest, rule: RuleDocumentSyntax},
-		{name: "document-syntax/trailing-value", mode: emb, method: AuthAPIKey, doc: docAnthropic + `{}`, code: CodeInvalidRequest, rule: RuleDocumentSyntax},
-		{name: "document-syntax/not-an-object", mode: emb, method: AuthAPIKey, doc: `["agents"]`, code: CodeInvalidRequest, rule: RuleDocumentSyntax},
-		{name: "document-syntax/empty", mode: emb, method: AuthAPIKey, doc: ``, code: CodeInvalidRequest, rule: RuleDocumentSyntax},
-		{name: "document-shape/agents-not-object", mode: emb, method: AuthAPIKey, doc: `{"agents":[]}`, code: CodeInvalidRequest, rule: RuleDocumentShape},
+			doc: `{"agents":{"defaults":{"model":"anthropic/a","model":"openai/b"}}}`, code: codes.InvalidRequest, rule: RuleDocumentSyntax},
+		{name: "document-syntax/trailing-value", mode: emb, method: AuthAPIKey, doc: docAnthropic + `{}`, code: codes.InvalidRequest, rule: RuleDocumentSyntax},
+		{name: "document-syntax/not-an-object", mode: emb, method: AuthAPIKey, doc: `["agents"]`, code: codes.InvalidRequest, rule: RuleDocumentSyntax},
+		{name: "document-syntax/empty", mode: emb, method: AuthAPIKey, doc: ``, code: codes.InvalidRequest, rule: RuleDocumentSyntax},
+		{name: "document-shape/agents-not-object", mode: emb, method: AuthAPIKey, doc: `{"agents":[]}`, code: codes.InvalidRequest, rule: RuleDocumentShape},
 		{name: "provider-settings/base-url-scheme", mode: emb, method: AuthAPIKey,
-			doc: `{"agents":{"defaults":{"model":"anthropic/a"}},"models":{"providers":{"anthropic":{"baseUrl":"ftp://x","agentRuntime":{"id":"openclaw"}}}}}`, code: CodeInvalidRequest, rule: RuleProviderSettings},
+			doc: `{"agents":{"defaults":{"model":"anthropic/a"}},"models":{"providers":{"anthropic":{"baseUrl":"ftp://x","agentRuntime":{"id":"openclaw"}}}}}`, code: codes.InvalidRequest, rule: RuleProviderSettings},
 		{name: "harness-version/not-approved", mode: ded, method: AuthAPIKey, doc: docCodex,
-			mutate: func(in *Input) { in.HarnessVersions = map[string]string{"openclaw": "2026.9.6"} }, code: CodeResourceConflict, rule: RuleHarnessVersion},
+			mutate: func(in *Input) { in.HarnessVersions = map[string]string{"openclaw": "2026.9.6"} }, code: codes.ResourceConflict, rule: RuleHarnessVersion},
 		{name: "harness-version/stamped-from-input", mode: ded, method: AuthAPIKey, doc: docCodex,
 			mutate: func(in *Input) { in.HarnessVersions = map[string]string{"codex": "0.170.0"} },
 			check:  func(t *testing.T, out Output) { require.Equal(t, "0.170.0", out.Harness.Version) }},
@@ -393,7 +395,7 @@ func TestAdmitRules(t *testing.T) {
 			require.True(t, errors.As(err, &ae), "error is *Error: %v", err)
 			require.Equal(t, tc.code, ae.Code, ae.Message)
 			require.Equal(t, tc.rule, ae.Rule(), ae.Message)
-			want := map[string]int{CodeInvalidRequest: http.StatusBadRequest, CodeNotFound: http.StatusNotFound, CodeResourceConflict: http.StatusConflict}[tc.code]
+			want := map[codes.Code]int{codes.InvalidRequest: http.StatusBadRequest, codes.NotFound: http.StatusNotFound, codes.ResourceConflict: http.StatusConflict}[tc.code]
 			require.Equal(t, want, ae.Status)
 			require.NotEmpty(t, ae.Message)
 			require.NotContains(t, ae.Message, "sk-", "messages never carry credential values")

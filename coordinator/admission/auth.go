@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/modelref"
 )
 
@@ -27,25 +28,25 @@ const (
 
 // AuthSupport lists, per topology, the harnessAuth methods the selected
 // Compute driver supports.
-type AuthSupport map[Topology][]string
+type AuthSupport map[contract.Topology][]string
 
 // KubernetesAuthSupport is what the Kubernetes Compute driver supports: the
 // binding table of seed 001. It never supports runtime (SSH only).
 func KubernetesAuthSupport() AuthSupport {
 	return AuthSupport{
-		EmbeddedOpenClaw:  {AuthAPIKey},
-		DedicatedOpenClaw: {AuthAPIKey, AuthCredentialSource},
-		DedicatedCodex:    {AuthAPIKey, AuthCodexPAT, AuthChatGPTServiceAccount, AuthOAuth, AuthCredentialSource},
+		contract.Embedded:          {AuthAPIKey},
+		contract.DedicatedOpenClaw: {AuthAPIKey, AuthCredentialSource},
+		contract.DedicatedCodex:    {AuthAPIKey, AuthCodexPAT, AuthChatGPTServiceAccount, AuthOAuth, AuthCredentialSource},
 	}
 }
 
 // methodTopologies is the seed's table: which topologies each method may run.
-var methodTopologies = map[string][]Topology{
-	AuthAPIKey:                {EmbeddedOpenClaw, DedicatedOpenClaw, DedicatedCodex},
-	AuthCodexPAT:              {DedicatedCodex},
-	AuthChatGPTServiceAccount: {DedicatedCodex},
-	AuthOAuth:                 {DedicatedCodex},
-	AuthCredentialSource:      {DedicatedOpenClaw, DedicatedCodex},
+var methodTopologies = map[string][]contract.Topology{
+	AuthAPIKey:                {contract.Embedded, contract.DedicatedOpenClaw, contract.DedicatedCodex},
+	AuthCodexPAT:              {contract.DedicatedCodex},
+	AuthChatGPTServiceAccount: {contract.DedicatedCodex},
+	AuthOAuth:                 {contract.DedicatedCodex},
+	AuthCredentialSource:      {contract.DedicatedOpenClaw, contract.DedicatedCodex},
 }
 
 // methodKinds lists the credential kinds each method accepts ("" = unstated).
@@ -58,7 +59,7 @@ var methodKinds = map[string][]string{
 }
 
 // checkAuth enforces the harnessAuth binding rules; every refusal is 409.
-func checkAuth(t Topology, auth *state.HarnessAuth, inst state.Installation, support AuthSupport) error {
+func checkAuth(t contract.Topology, auth *state.HarnessAuth, inst state.Installation, support AuthSupport) error {
 	if auth == nil || auth.Method == "" {
 		return conflict(RuleAuthMissing, "the Agent has no harnessAuth binding: it is the sole model-auth selector and deployment requires one")
 	}
@@ -71,7 +72,7 @@ func checkAuth(t Topology, auth *state.HarnessAuth, inst state.Installation, sup
 		return conflict(RuleAuthTopology, "harnessAuth method %s is not supported", quote(m)).with("method", m)
 	}
 	if !slices.Contains(allowed, t) {
-		return conflict(RuleAuthTopology, "harnessAuth method %s is incompatible with %s %s", m, t.Mode, t.Harness).with("method", m)
+		return conflict(RuleAuthTopology, "harnessAuth method %s is incompatible with %s %s", m, t.Mode(), t.Harness()).with("method", m)
 	}
 	if !slices.Contains(methodKinds[m], auth.CredentialKind) {
 		return conflict(RuleAuthSource, "harnessAuth method %s does not accept credential kind %s", m, quote(auth.CredentialKind)).with("method", m)
@@ -93,7 +94,7 @@ func checkAuth(t Topology, auth *state.HarnessAuth, inst state.Installation, sup
 		}
 	}
 	if !slices.Contains(support[t], m) {
-		return conflict(RuleAuthDriver, "the selected Compute driver does not support harnessAuth method %s for %s %s", m, t.Mode, t.Harness).with("method", m)
+		return conflict(RuleAuthDriver, "the selected Compute driver does not support harnessAuth method %s for %s %s", m, t.Mode(), t.Harness()).with("method", m)
 	}
 	return nil
 }
@@ -103,22 +104,22 @@ func checkAuth(t Topology, auth *state.HarnessAuth, inst state.Installation, sup
 // ANTHROPIC_API_KEY by provider, dedicated OpenClaw only OPENAI_API_KEY,
 // dedicated Codex serves openai and codex. Both startup checks call the
 // primary model, so one must exist.
-func checkAuthProvider(t Topology, res resolution) error {
+func checkAuthProvider(t contract.Topology, res resolution) error {
 	if !res.HasModel {
 		return conflict(RuleAuthProvider, "harness authentication requires a compatible model provider, and the configuration selects no model: set agents.defaults.model (the startup checks call the primary model)")
 	}
 	var ok []string
 	switch t {
-	case EmbeddedOpenClaw:
+	case contract.Embedded:
 		ok = []string{"openai", "anthropic"}
-	case DedicatedOpenClaw:
+	case contract.DedicatedOpenClaw:
 		ok = []string{"openai"}
-	case DedicatedCodex:
+	case contract.DedicatedCodex:
 		ok = []string{"openai", "codex"}
 	}
 	for _, r := range append([]modelref.Ref{res.Primary}, res.Fallbacks...) {
 		if !slices.Contains(ok, r.Provider) {
-			return conflict(RuleAuthProvider, "harness authentication for %s %s requires a model provider in %v; the configuration selects %s", t.Mode, t.Harness, ok, quote(r.Provider)).with("provider", r.Provider)
+			return conflict(RuleAuthProvider, "harness authentication for %s %s requires a model provider in %v; the configuration selects %s", t.Mode(), t.Harness(), ok, quote(r.Provider)).with("provider", r.Provider)
 		}
 	}
 	return nil
@@ -132,7 +133,7 @@ var credentialHeader = regexp.MustCompile(`(?i)^(?:authorization|api-key|x-api-k
 
 // providerCredentialEnv is the environment variable the binding projects for
 // a provider the OpenClaw Harness calls.
-var providerCredentialEnv = map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+var providerCredentialEnv = contract.ProviderKeyEnv
 
 // checkCredentialConfig is the driver guard: model credentials must come from
 // the harnessAuth binding, never from the native configuration. 400.

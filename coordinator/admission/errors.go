@@ -4,13 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-)
 
-// Closed error codes the API layer maps to HTTP statuses.
-const (
-	CodeInvalidRequest   = "INVALID_REQUEST"
-	CodeNotFound         = "NOT_FOUND"
-	CodeResourceConflict = "RESOURCE_CONFLICT"
+	"oce.dev/oce/shared/codes"
 )
 
 // Sentinels callers branch on with errors.Is; every *Error matches exactly
@@ -27,22 +22,22 @@ var (
 // the admission rule that refused the request.
 type Error struct {
 	Status  int
-	Code    string
+	Code    codes.Code
 	Message string
 	Details map[string]any
 }
 
 // Error implements error.
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
 
 // Is matches the sentinel for e.Code.
 func (e *Error) Is(target error) bool {
 	switch e.Code {
-	case CodeInvalidRequest:
+	case codes.InvalidRequest:
 		return target == ErrInvalidRequest
-	case CodeNotFound:
+	case codes.NotFound:
 		return target == ErrNotFound
-	case CodeResourceConflict:
+	case codes.ResourceConflict:
 		return target == ErrConflict
 	}
 	return false
@@ -55,24 +50,24 @@ func (e *Error) Rule() string {
 }
 
 // ValidCode reports whether code belongs to the closed set.
-func ValidCode(code string) bool {
-	return code == CodeInvalidRequest || code == CodeNotFound || code == CodeResourceConflict
+func ValidCode(code codes.Code) bool {
+	return code == codes.InvalidRequest || code == codes.NotFound || code == codes.ResourceConflict
 }
 
-func newError(status int, code, rule, format string, args ...any) *Error {
+func newError(status int, code codes.Code, rule, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...), Details: map[string]any{"rule": rule}}
 }
 
 func invalid(rule, format string, args ...any) *Error {
-	return newError(http.StatusBadRequest, CodeInvalidRequest, rule, format, args...)
+	return newError(http.StatusBadRequest, codes.InvalidRequest, rule, format, args...)
 }
 
 func conflict(rule, format string, args ...any) *Error {
-	return newError(http.StatusConflict, CodeResourceConflict, rule, format, args...)
+	return newError(http.StatusConflict, codes.ResourceConflict, rule, format, args...)
 }
 
 func notFound(rule, format string, args ...any) *Error {
-	return newError(http.StatusNotFound, CodeNotFound, rule, format, args...)
+	return newError(http.StatusNotFound, codes.NotFound, rule, format, args...)
 }
 
 // with adds a detail and returns e.

@@ -1,6 +1,6 @@
 package admission
 
-import "oce.dev/oce/coordinator/state"
+import "oce.dev/oce/shared/contract"
 
 // Realistic native configuration documents that admit under the Kubernetes
 // Compute driver (KubernetesAuthSupport) with harnessAuth api_key. API and
@@ -106,17 +106,17 @@ const (
 type Example struct {
 	Name     string
 	Document string
-	Topology Topology
+	Topology contract.Topology
 }
 
 // Examples lists every Example* document with its topology.
 func Examples() []Example {
 	return []Example{
-		{"embedded-anthropic", ExampleEmbeddedAnthropic, EmbeddedOpenClaw},
-		{"embedded-openai", ExampleEmbeddedOpenAI, EmbeddedOpenClaw},
-		{"dedicated-codex", ExampleDedicatedCodex, DedicatedCodex},
-		{"dedicated-codex-openai", ExampleDedicatedCodexOpenAI, DedicatedCodex},
-		{"custom-endpoint", ExampleCustomEndpoint, DedicatedCodex},
-		{"dedicated-openclaw", ExampleDedicatedOpenClaw, Topology{state.HarnessOpenClaw, state.ModeDedicated}},
+		{"embedded-anthropic", ExampleEmbeddedAnthropic, contract.Embedded},
+		{"embedded-openai", ExampleEmbeddedOpenAI, contract.Embedded},
+		{"dedicated-codex", ExampleDedicatedCodex, contract.DedicatedCodex},
+		{"dedicated-codex-openai", ExampleDedicatedCodexOpenAI, contract.DedicatedCodex},
+		{"custom-endpoint", ExampleCustomEndpoint, contract.DedicatedCodex},
+		{"dedicated-openclaw", ExampleDedicatedOpenClaw, contract.DedicatedOpenClaw},
 	}
 }

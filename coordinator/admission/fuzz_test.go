@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
 // seedDocuments is the realistic corpus both fuzz targets start from.
@@ -35,7 +37,7 @@ func FuzzDecodeDocument(f *testing.F) {
 		if err != nil {
 			var ae *Error
 			require.True(t, errors.As(err, &ae), "%T %v", err, err)
-			require.Equal(t, CodeInvalidRequest, ae.Code)
+			require.Equal(t, codes.InvalidRequest, ae.Code)
 			require.Equal(t, http.StatusBadRequest, ae.Status)
 			require.NotEmpty(t, ae.Rule())
 			return
@@ -78,7 +80,7 @@ func FuzzAdmit(f *testing.F) {
 			in.LogLevel = "debug"
 		}
 		if flags&32 != 0 {
-			in.Auth = AuthSupport{DedicatedCodex: {AuthAPIKey}}
+			in.Auth = AuthSupport{contract.DedicatedCodex: {AuthAPIKey}}
 		}
 		before := cloneInput(in)
 		out, err := Admit(in)
@@ -87,14 +89,14 @@ func FuzzAdmit(f *testing.F) {
 			var ae *Error
 			require.True(t, errors.As(err, &ae), "%T %v", err, err)
 			require.True(t, ValidCode(ae.Code), ae.Code)
-			require.Equal(t, map[string]int{CodeInvalidRequest: 400, CodeNotFound: 404, CodeResourceConflict: 409}[ae.Code], ae.Status)
+			require.Equal(t, map[codes.Code]int{codes.InvalidRequest: 400, codes.NotFound: 404, codes.ResourceConflict: 409}[ae.Code], ae.Status)
 			require.NotEmpty(t, ae.Rule())
 			require.Equal(t, Output{}, out)
 			return
 		}
-		topo := Topology{out.Harness.ID, out.Mode}
-		require.Contains(t, []Topology{EmbeddedOpenClaw, DedicatedCodex, DedicatedOpenClaw}, topo)
-		if topo == DedicatedOpenClaw {
+		topo, _ := contract.Of(out.Harness.ID, out.Mode)
+		require.Contains(t, []contract.Topology{contract.Embedded, contract.DedicatedCodex, contract.DedicatedOpenClaw}, topo)
+		if topo == contract.DedicatedOpenClaw {
 			require.NotEmpty(t, in.Installation.NativeWorkerSupport)
 			require.NotEmpty(t, in.Installation.SandboxDriver)
 		}

@@ -9,11 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
 func exampleInput(ex Example) Input {
-	in := input(ex.Document, ex.Topology.Mode, AuthAPIKey)
-	if ex.Topology == DedicatedOpenClaw {
+	in := input(ex.Document, ex.Topology.Mode(), AuthAPIKey)
+	if ex.Topology == contract.DedicatedOpenClaw {
 		in.Installation = nativeInstall
 	}
 	return in
@@ -25,8 +27,8 @@ func TestExamplesAdmit(t *testing.T) {
 			require.NoError(t, ValidateConfiguration([]byte(ex.Document)))
 			out, err := Admit(exampleInput(ex))
 			require.NoError(t, err)
-			require.Equal(t, ex.Topology.Harness, out.Harness.ID)
-			require.Equal(t, ex.Topology.Mode, out.Mode)
+			require.Equal(t, ex.Topology.Harness(), out.Harness.ID)
+			require.Equal(t, ex.Topology.Mode(), out.Mode)
 			require.NotEmpty(t, out.Harness.Version)
 		})
 	}
@@ -183,7 +185,7 @@ func TestValidateConfiguration(t *testing.T) {
 			}
 			var ae *Error
 			require.True(t, errors.As(err, &ae), "%v", err)
-			require.Equal(t, CodeInvalidRequest, ae.Code)
+			require.Equal(t, codes.InvalidRequest, ae.Code)
 			require.Equal(t, tc.rule, ae.Rule(), ae.Message)
 		})
 	}

@@ -12,7 +12,7 @@ func (s *server) listAgents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, list(s.b.Machine().Agents(ns.ID)))
+	writeJSON(w, http.StatusOK, listOf(s.b.Machine().Agents(ns.ID), wireAgent))
 	return nil
 }
 
@@ -21,7 +21,7 @@ func (s *server) getAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, a)
+	writeJSON(w, http.StatusOK, wireAgent(a))
 	return nil
 }
 
@@ -66,7 +66,7 @@ func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := newID()
 	if _, err := s.propose(r, state.CmdCreateAgent, state.CreateAgent{ID: id, NamespaceID: ns.ID, Name: req.Name,
-		ExecutionMode: req.ExecutionMode, ConfigurationID: cfg.ID, HarnessAuth: req.HarnessAuth,
+		ExecutionMode: req.ExecutionMode, ConfigurationID: cfg.ID, HarnessAuth: stateHarnessAuth(req.HarnessAuth),
 		ComputeID: req.ComputeID, Plugins: req.Plugins}); err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (s *server) updateAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	cmd := state.UpdateAgent{AgentID: a.ID, ExecutionMode: req.ExecutionMode, HarnessAuth: req.HarnessAuth,
+	cmd := state.UpdateAgent{AgentID: a.ID, ExecutionMode: req.ExecutionMode, HarnessAuth: stateHarnessAuth(req.HarnessAuth),
 		ComputeID: req.ComputeID, Plugins: req.Plugins}
 	if req.ExecutionMode != nil {
 		if err := validMode(*req.ExecutionMode); err != nil {
@@ -164,7 +164,7 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request, typ string, pay
 			return notFound("work %q vanished after enqueue", id)
 		}
 	}
-	writeJSON(w, http.StatusAccepted, wk)
+	writeJSON(w, http.StatusAccepted, wireWork(wk))
 	return nil
 }
 
@@ -173,7 +173,7 @@ func (s *server) writeAgent(w http.ResponseWriter, status int, id string) error 
 	if !ok {
 		return notFound("agent %q vanished after the write", id)
 	}
-	writeJSON(w, status, a)
+	writeJSON(w, status, wireAgent(a))
 	return nil
 }
 
@@ -182,7 +182,7 @@ func (s *server) listRevisions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, list(s.b.Machine().Revisions(a.ID)))
+	writeJSON(w, http.StatusOK, listOf(s.b.Machine().Revisions(a.ID), wireRevision))
 	return nil
 }
 
@@ -194,13 +194,13 @@ func (s *server) getRevision(w http.ResponseWriter, r *http.Request) error {
 	ref := r.PathValue("rev")
 	m := s.b.Machine()
 	if rev, ok := m.Revision(ref); ok && rev.AgentID == a.ID {
-		writeJSON(w, http.StatusOK, rev)
+		writeJSON(w, http.StatusOK, wireRevision(rev))
 		return nil
 	}
 	// A revision number works too.
 	for _, rev := range m.Revisions(a.ID) {
 		if formatInt(rev.Number) == ref {
-			writeJSON(w, http.StatusOK, rev)
+			writeJSON(w, http.StatusOK, wireRevision(rev))
 			return nil
 		}
 	}
@@ -217,6 +217,6 @@ func (s *server) agentWork(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.AgentID = a.ID
-	writeJSON(w, http.StatusOK, list(s.b.Machine().WorkItems(f)))
+	writeJSON(w, http.StatusOK, listOf(s.b.Machine().WorkItems(f), wireWork))
 	return nil
 }

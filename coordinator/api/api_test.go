@@ -14,9 +14,9 @@ import (
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/api"
 	"oce.dev/oce/coordinator/api/apitest"
-	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/compute/memory"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/contract"
 )
 
 func TestAuth(t *testing.T) {
@@ -384,12 +384,12 @@ func TestMetrics(t *testing.T) {
 		`oce_work_items{state="queued"} 1`,
 		`oce_work_items{state="failed"} 0`,
 		`oce_activations_total 0`,
-		`oce_coordinator_raft_leader 1`,
 		`oce_coordinator_apply_seconds_count{outcome="ok",type="AdmitRevision"} 1`,
 		`oce_api_requests_total{code="2xx",route="POST /v1/namespaces/{ns}/agents/{agent}/deploy"} 1`,
 	} {
 		require.Contains(t, body, want)
 	}
+	require.NotContains(t, body, "raft_leader", "the store's oce_raft_leader is the one leader gauge (coordinator/server)")
 }
 
 // limitedDriver is a compute driver with chosen capabilities and sandbox health.
@@ -403,7 +403,7 @@ func (d limitedDriver) SandboxDriverAvailable() bool { return d.sandboxUp }
 func TestInstallationFollowsDriver(t *testing.T) {
 	e := newEnv(t)
 	caps := memory.DefaultCapabilities()
-	delete(caps.Topologies, compute.Topology{Harness: state.HarnessOpenClaw, Mode: state.ModeEmbedded})
+	delete(caps.Topologies, contract.Embedded)
 	e.b.SetDriver(limitedDriver{Driver: memory.New(caps), sandboxUp: false})
 	setInstallation(t, e.b, state.Installation{SandboxDriver: "openshell", NativeWorkerSupport: "pinned-runtime"})
 	inst := e.expect(200, "GET", "/v1/installation", nil)

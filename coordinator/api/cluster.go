@@ -10,12 +10,20 @@ import (
 const MaxSnapshotBytes = 1 << 30
 
 func (s *server) cluster(w http.ResponseWriter, r *http.Request) error {
-	info, err := s.b.Cluster(r.Context())
+	cl, err := s.clusterInfo(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, cl)
 	return nil
+}
+
+func (s *server) clusterInfo(r *http.Request) (wire.Cluster, error) {
+	info, err := s.b.Cluster(r.Context())
+	if err != nil {
+		return wire.Cluster{}, err
+	}
+	return wireCluster(info)
 }
 
 func (s *server) clusterJoin(w http.ResponseWriter, r *http.Request) error {

@@ -30,7 +30,7 @@ func (d driverFacts) auth() admission.AuthSupport {
 	}
 	out := admission.AuthSupport{}
 	for t, ms := range d.caps.Topologies {
-		out[admission.Topology{Harness: t.Harness, Mode: t.Mode}] = slices.Clone(ms)
+		out[t] = slices.Clone(ms)
 	}
 	return out
 }

@@ -11,29 +11,30 @@ import (
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
 )
 
 // Error is an API error: an HTTP status, a closed-set code, a message and
 // optional details. Handlers return it; writeError renders the envelope.
 type Error struct {
 	Status  int
-	Code    string
+	Code    codes.Code
 	Message string
 	Details map[string]any
 }
 
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
 
 func invalid(format string, a ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: wire.CodeInvalidRequest, Message: fmt.Sprintf(format, a...)}
+	return &Error{Status: http.StatusBadRequest, Code: codes.InvalidRequest, Message: fmt.Sprintf(format, a...)}
 }
 
 func notFound(format string, a ...any) *Error {
-	return &Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Message: fmt.Sprintf(format, a...)}
+	return &Error{Status: http.StatusNotFound, Code: codes.NotFound, Message: fmt.Sprintf(format, a...)}
 }
 
 func conflict(format string, a ...any) *Error {
-	return &Error{Status: http.StatusConflict, Code: wire.CodeResourceConflict, Message: fmt.Sprintf(format, a...)}
+	return &Error{Status: http.StatusConflict, Code: codes.ResourceConflict, Message: fmt.Sprintf(format, a...)}
 }
 
 // NotLeader is what a Backend's Propose error (or anything it wraps) offers
@@ -44,10 +45,10 @@ type NotLeader interface {
 
 func notLeader(leader string) *Error {
 	if leader == "" {
-		return &Error{Status: http.StatusServiceUnavailable, Code: wire.CodeNotLeader,
+		return &Error{Status: http.StatusServiceUnavailable, Code: codes.NotLeader,
 			Message: "no leader is known; retry later"}
 	}
-	return &Error{Status: http.StatusMisdirectedRequest, Code: wire.CodeNotLeader,
+	return &Error{Status: http.StatusMisdirectedRequest, Code: codes.NotLeader,
 		Message: "this node is not the leader", Details: map[string]any{"leader": leader}}
 }
 
@@ -75,7 +76,7 @@ func toError(err error) *Error {
 	// timeout) must not be replayed blindly: no leader is named, so clients
 	// do not follow it, and the caller checks state before retrying.
 	if strings.Contains(err.Error(), "outcome unknown") {
-		return &Error{Status: http.StatusServiceUnavailable, Code: wire.CodeNotLeader,
+		return &Error{Status: http.StatusServiceUnavailable, Code: codes.NotLeader,
 			Message: "the request reached the log but its outcome is unknown (leadership changed or it timed out); check the state before retrying",
 			Details: map[string]any{"outcomeUnknown": true}}
 	}
@@ -85,9 +86,9 @@ func toError(err error) *Error {
 	}
 	// Store refusals carry their closed code in the message (the API does
 	// not import the store); they are the caller's mistake.
-	for _, c := range []string{"INVALID_BACKUP", "INVALID_MEMBER"} {
-		if strings.Contains(err.Error(), c) {
-			return &Error{Status: http.StatusBadRequest, Code: wire.CodeInvalidRequest, Message: err.Error(),
+	for _, c := range []codes.Code{codes.InvalidBackup, codes.InvalidMember} {
+		if strings.Contains(err.Error(), string(c)) {
+			return &Error{Status: http.StatusBadRequest, Code: codes.InvalidRequest, Message: err.Error(),
 				Details: map[string]any{"reason": c}}
 		}
 	}
@@ -100,9 +101,9 @@ func toError(err error) *Error {
 		errors.Is(err, state.ErrNotClaimable), errors.Is(err, state.ErrClaimLost):
 		return conflict("%v", err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return &Error{Status: http.StatusServiceUnavailable, Code: wire.CodeInternal, Message: "request timed out"}
+		return &Error{Status: http.StatusServiceUnavailable, Code: codes.Internal, Message: "request timed out"}
 	}
-	return &Error{Status: http.StatusInternalServerError, Code: wire.CodeInternal, Message: err.Error()}
+	return &Error{Status: http.StatusInternalServerError, Code: codes.Internal, Message: err.Error()}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/shared/codes"
 )
 
 // leaderURL turns a leader HTTP address ("host:port" or a URL) into a URL.
@@ -33,7 +33,7 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, leader string) 
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			s.log.Warn("forward to leader failed", "leader", leader, "error", err.Error())
-			writeError(w, &Error{Status: http.StatusServiceUnavailable, Code: wire.CodeNotLeader,
+			writeError(w, &Error{Status: http.StatusServiceUnavailable, Code: codes.NotLeader,
 				Message: "the leader could not be reached", Details: map[string]any{"leader": leader}})
 		},
 	}

@@ -14,6 +14,7 @@ import (
 	"oce.dev/oce/coordinator/api/apitest"
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
 )
 
 // fuzzHandler is an API over a backend holding namespace "team" and
@@ -41,7 +42,7 @@ func checkAnswer(t *testing.T, rec *httptest.ResponseRecorder, before, after str
 	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil {
 		t.Fatalf("status %d without an error envelope: %q", rec.Code, rec.Body.String())
 	}
-	want := map[string]int{wire.CodeInvalidRequest: 0, wire.CodeNotFound: 404, wire.CodeResourceConflict: 409}
+	want := map[codes.Code]int{codes.InvalidRequest: 0, codes.NotFound: 404, codes.ResourceConflict: 409}
 	st, ok := want[eb.Error.Code]
 	if !ok || (st != 0 && st != rec.Code) || (st == 0 && rec.Code != 400 && rec.Code != 413) {
 		t.Fatalf("status %d code %q is outside the closed set", rec.Code, eb.Error.Code)

@@ -3,7 +3,7 @@ package api
 import (
 	"net/http"
 
-	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/shared/codes"
 )
 
 // livez answers 200 while the process serves HTTP.
@@ -20,7 +20,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	if rd, ok := s.b.(Readier); ok {
 		if err := rd.Ready(r.Context()); err != nil {
-			writeError(w, &Error{Status: http.StatusServiceUnavailable, Code: wire.CodeNotReady, Message: err.Error()})
+			writeError(w, &Error{Status: http.StatusServiceUnavailable, Code: codes.NotReady, Message: err.Error()})
 			return
 		}
 	}

@@ -30,17 +30,9 @@ func newMetrics(reg *prometheus.Registry, b Backend) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"type", "outcome"}),
 	}
-	leader := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "oce_coordinator_raft_leader", Help: "1 when this coordinator is the Raft leader, else 0.",
-	}, func() float64 {
-		if b.IsLeader() {
-			return 1
-		}
-		return 0
-	})
 	// Registration errors mean a second New on the same registry; the
 	// first registration keeps serving, which is what a test wants.
-	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.proposeSeconds, leader,
+	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.proposeSeconds,
 		&stateCollector{b: b}} {
 		_ = reg.Register(c)
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"sort"
 	"strconv"
@@ -47,7 +46,7 @@ func (s *server) listWork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, list(s.b.Machine().WorkItems(f)))
+	writeJSON(w, http.StatusOK, listOf(s.b.Machine().WorkItems(f), wireWork))
 	return nil
 }
 
@@ -56,7 +55,7 @@ func (s *server) getWork(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return notFound("work %q not found", r.PathValue("id"))
 	}
-	writeJSON(w, http.StatusOK, wk)
+	writeJSON(w, http.StatusOK, wireWork(wk))
 	return nil
 }
 
@@ -83,22 +82,18 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	writeJSON(w, http.StatusOK, list(s.b.Machine().Audit(after, limit)))
+	writeJSON(w, http.StatusOK, listOf(s.b.Machine().Audit(after, limit), wireAudit))
 	return nil
 }
 
 // status summarizes the cluster and every Agent for occ status.
 func (s *server) status(w http.ResponseWriter, r *http.Request) error {
-	info, err := s.b.Cluster(r.Context())
-	if err != nil {
-		return err
-	}
-	raw, err := json.Marshal(info)
+	cl, err := s.clusterInfo(r)
 	if err != nil {
 		return err
 	}
 	m := s.b.Machine()
-	out := wire.Status{Cluster: raw, Agents: []wire.AgentSummary{}}
+	out := wire.Status{Cluster: cl, Agents: []wire.AgentSummary{}}
 	nss := m.Namespaces()
 	sort.Slice(nss, func(i, j int) bool { return nss[i].Name < nss[j].Name })
 	for _, ns := range nss {

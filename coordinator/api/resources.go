@@ -8,13 +8,6 @@ import (
 	"oce.dev/oce/coordinator/state"
 )
 
-func list[T any](items []T) wire.List[T] {
-	if items == nil {
-		items = []T{}
-	}
-	return wire.List[T]{Items: items}
-}
-
 // propose replicates one command and times it for the apply histogram.
 func (s *server) propose(r *http.Request, typ string, payload any) (any, error) {
 	ctx := r.Context()
@@ -28,7 +21,7 @@ func (s *server) propose(r *http.Request, typ string, payload any) (any, error) 
 }
 
 func (s *server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, list(s.b.Machine().Namespaces()))
+	writeJSON(w, http.StatusOK, listOf(s.b.Machine().Namespaces(), wireNamespace))
 	return nil
 }
 
@@ -37,7 +30,7 @@ func (s *server) getNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ns)
+	writeJSON(w, http.StatusOK, wireNamespace(ns))
 	return nil
 }
 
@@ -57,7 +50,7 @@ func (s *server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return notFound("namespace %q vanished after creation", id)
 	}
-	writeJSON(w, http.StatusCreated, ns)
+	writeJSON(w, http.StatusCreated, wireNamespace(ns))
 	return nil
 }
 
@@ -66,7 +59,7 @@ func (s *server) listConfigurations(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, list(s.b.Machine().Configurations(ns.ID)))
+	writeJSON(w, http.StatusOK, listOf(s.b.Machine().Configurations(ns.ID), wireConfiguration))
 	return nil
 }
 
@@ -79,7 +72,7 @@ func (s *server) getConfiguration(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, c)
+	writeJSON(w, http.StatusOK, wireConfiguration(c))
 	return nil
 }
 
@@ -146,6 +139,6 @@ func (s *server) writeConfiguration(w http.ResponseWriter, status int, id string
 	if !ok {
 		return notFound("configuration %q vanished after the write", id)
 	}
-	writeJSON(w, status, c)
+	writeJSON(w, status, wireConfiguration(c))
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/shared/codes"
 )
 
 // handlerFunc is a route handler; a returned error is rendered as the
@@ -47,6 +47,7 @@ func (s *server) routes(reg *prometheus.Registry) {
 	s.read("GET "+agent+"/revisions", s.listRevisions)
 	s.read("GET "+agent+"/revisions/{rev}", s.getRevision)
 	s.read("GET "+agent+"/work", s.agentWork)
+	s.read("GET "+agent+"/endpoints", s.endpoints)
 
 	s.read("GET /v1/work", s.listWork)
 	s.read("GET /v1/work/{id}", s.getWork)
@@ -118,7 +119,7 @@ func (s *server) authed(h http.Handler) http.Handler {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="oce"`)
-			writeError(w, &Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthorized,
+			writeError(w, &Error{Status: http.StatusUnauthorized, Code: codes.Unauthorized,
 				Message: "a valid bearer token is required"})
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"unicode"
 
+	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/state"
 )
 
@@ -45,7 +46,7 @@ var (
 
 // validHarnessAuth checks the shape of a binding; whether it fits the
 // Agent's harness and mode is admission's decision at deploy.
-func validHarnessAuth(a *state.HarnessAuth) error {
+func validHarnessAuth(a *wire.HarnessAuth) error {
 	if a == nil {
 		return nil
 	}

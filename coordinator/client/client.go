@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/shared/codes"
 )
 
 // DefaultServer is the coordinator's default listen address.
@@ -40,7 +42,7 @@ var (
 // Error is an API error answer.
 type Error struct {
 	Status  int
-	Code    string
+	Code    codes.Code
 	Message string
 	Details map[string]any
 }
@@ -54,10 +56,10 @@ func (e *Error) Error() string {
 func (e *Error) Is(target error) bool {
 	switch target {
 	case ErrNotLeader:
-		return e.Code == wire.CodeNotLeader
+		return e.Code == codes.NotLeader
 	case ErrOutcomeUnknown:
 		unknown, _ := e.Details["outcomeUnknown"].(bool)
-		return e.Code == wire.CodeNotLeader && unknown
+		return e.Code == codes.NotLeader && unknown
 	}
 	return false
 }
@@ -81,14 +83,42 @@ type Option func(*Client)
 // WithHTTPClient replaces the HTTP client (e.g. an httptest server's).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
-// New returns a client of the coordinator at server ("host:port" or a URL)
+// unixHost is the host name of requests to a unix:// server.
+const unixHost = "coordinator.sock"
+
+// New returns a client of the coordinator at server ("host:port", an
+// http(s) URL, or unix:///path/to/api.sock for a coordinator's API socket)
 // authenticating with the bearer token.
 func New(server, token string, opts ...Option) *Client {
 	c := &Client{server: normalize(server), token: token, hc: &http.Client{}}
+	if sock, ok := strings.CutPrefix(server, "unix://"); ok {
+		c.server = "http://" + unixHost
+		c.hc = &http.Client{Transport: unixTransport(sock)}
+	}
 	for _, o := range opts {
 		o(c)
 	}
 	return c
+}
+
+// unixTransport dials sock for requests to unixHost and TCP for any other
+// host (a leader a NOT_LEADER answer names).
+func unixTransport(sock string) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		if host, _, _ := net.SplitHostPort(addr); host == unixHost {
+			return d.DialContext(ctx, "unix", sock)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	return t
+}
+
+// Ready reports whether the coordinator answers GET /readyz with 200 (a
+// leader is known and the local state is applied).
+func (c *Client) Ready(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
 }
 
 // Server returns the base URL the client currently talks to.
@@ -167,7 +197,7 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		}
 		apiErr := readError(resp)
 		resp.Body.Close()
-		if apiErr.Code == wire.CodeNotLeader && apiErr.Leader() != "" && hop < maxRedirects {
+		if apiErr.Code == codes.NotLeader && apiErr.Leader() != "" && hop < maxRedirects {
 			base = normalize(apiErr.Leader())
 			continue
 		}
@@ -183,7 +213,7 @@ func readError(resp *http.Response) *Error {
 		if len(msg) > 200 {
 			msg = msg[:200]
 		}
-		return &Error{Status: resp.StatusCode, Code: wire.CodeInternal, Message: fmt.Sprintf("unexpected answer %s: %s", resp.Status, msg)}
+		return &Error{Status: resp.StatusCode, Code: codes.Internal, Message: fmt.Sprintf("unexpected answer %s: %s", resp.Status, msg)}
 	}
 	return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Details: eb.Error.Details}
 }

@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,7 +19,7 @@ import (
 	"oce.dev/oce/coordinator/api/apitest"
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/client"
-	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
 )
 
 const token = "tok"
@@ -37,7 +40,7 @@ func TestRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	nss, err := c.Namespaces(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []state.Namespace{ns}, nss)
+	require.Equal(t, []wire.Namespace{ns}, nss)
 	got, err := c.Namespace(ctx, ns.ID)
 	require.NoError(t, err)
 	require.Equal(t, ns, got)
@@ -56,14 +59,14 @@ func TestRoundTrip(t *testing.T) {
 	require.Len(t, cfs, 1)
 
 	ag, err := c.CreateAgent(ctx, "team", wire.CreateAgent{Name: "bot", Configuration: "cfg",
-		HarnessAuth: &state.HarnessAuth{Method: "api_key", SourceRef: "secret://team/k#key"}})
+		HarnessAuth: &wire.HarnessAuth{Method: "api_key", SourceRef: "secret://team/k#key"}})
 	require.NoError(t, err)
-	require.Equal(t, state.ModeEmbedded, ag.ExecutionMode)
-	mode := state.ModeDedicated
+	require.Equal(t, wire.ModeEmbedded, ag.ExecutionMode)
+	mode := wire.ModeDedicated
 	ag2, err := c.UpdateAgent(ctx, "team", "bot", wire.UpdateAgent{ExecutionMode: &mode})
 	require.NoError(t, err)
 	require.Equal(t, mode, ag2.ExecutionMode)
-	embedded := state.ModeEmbedded
+	embedded := wire.ModeEmbedded
 	_, err = c.UpdateAgent(ctx, "team", "bot", wire.UpdateAgent{ExecutionMode: &embedded})
 	require.NoError(t, err)
 	ags, err := c.Agents(ctx, "team")
@@ -79,31 +82,31 @@ func TestRoundTrip(t *testing.T) {
 	require.Equal(t, dep.Revision, rev)
 	revs, err := c.Revisions(ctx, "team", "bot")
 	require.NoError(t, err)
-	require.Equal(t, []state.Revision{rev}, revs)
+	require.Equal(t, []wire.Revision{rev}, revs)
 	aw, err := c.AgentWork(ctx, "team", "bot")
 	require.NoError(t, err)
 	require.Len(t, aw, 1)
 	wk, err := c.WorkItem(ctx, dep.WorkID)
 	require.NoError(t, err)
 	require.Equal(t, aw[0], wk)
-	ws, err := c.Work(ctx, client.WorkFilter{State: state.WorkQueued, Kind: state.WorkActivate, AgentID: ag.ID})
+	ws, err := c.Work(ctx, client.WorkFilter{State: wire.WorkQueued, Kind: wire.WorkActivate, AgentID: ag.ID})
 	require.NoError(t, err)
 	require.Len(t, ws, 1)
 
 	stop, err := c.StopAgent(ctx, "team", "bot")
 	require.NoError(t, err)
-	require.Equal(t, state.WorkStop, stop.Kind)
+	require.Equal(t, wire.WorkStop, stop.Kind)
 	audit, err := c.Audit(ctx, 0, 10)
 	require.NoError(t, err)
 	require.NotEmpty(t, audit)
-	require.Equal(t, state.AuditDeploy, audit[0].Action)
+	require.Equal(t, wire.AuditDeploy, audit[0].Action)
 	more, err := c.Audit(ctx, audit[len(audit)-1].Seq, 0)
 	require.NoError(t, err)
 	require.Empty(t, more)
 
 	inst, err := c.Installation(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []string{state.ModeEmbedded}, inst.Capabilities.OpenClaw.ExecutionModes)
+	require.Equal(t, []string{wire.ModeEmbedded}, inst.Capabilities.OpenClaw.ExecutionModes)
 	st, err := c.Status(ctx)
 	require.NoError(t, err)
 	require.Len(t, st.Agents, 1)
@@ -111,7 +114,7 @@ func TestRoundTrip(t *testing.T) {
 
 	info, err := c.Cluster(ctx)
 	require.NoError(t, err)
-	require.Contains(t, string(info), b.M.Digest())
+	require.Equal(t, b.M.Digest(), info.Digest)
 	_, err = c.Join(ctx, "n2", "127.0.0.1:1", "127.0.0.1:2")
 	require.NoError(t, err)
 	_, err = c.Transfer(ctx, "n2")
@@ -126,7 +129,7 @@ func TestRoundTrip(t *testing.T) {
 	saved := b.M.Digest()
 	del, err := c.DeleteAgent(ctx, "team", "bot")
 	require.NoError(t, err)
-	require.Equal(t, state.WorkDelete, del.Kind)
+	require.Equal(t, wire.WorkDelete, del.Kind)
 	require.NotEqual(t, saved, b.M.Digest())
 	_, err = c.SnapshotRestore(ctx, bytes.NewReader(snap.Bytes()))
 	require.NoError(t, err)
@@ -140,15 +143,15 @@ func TestErrors(t *testing.T) {
 	var ae *client.Error
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, 401, ae.Status)
-	require.Equal(t, wire.CodeUnauthorized, ae.Code)
+	require.Equal(t, codes.Unauthorized, ae.Code)
 
 	c := client.New(srv.URL, token)
 	_, err = c.Namespace(ctx, "none")
 	require.ErrorAs(t, err, &ae)
-	require.Equal(t, wire.CodeNotFound, ae.Code)
+	require.Equal(t, codes.NotFound, ae.Code)
 	_, err = c.CreateNamespace(ctx, "Bad Name")
 	require.ErrorAs(t, err, &ae)
-	require.Equal(t, wire.CodeInvalidRequest, ae.Code)
+	require.Equal(t, codes.InvalidRequest, ae.Code)
 	require.Contains(t, ae.Message, "DNS label")
 }
 
@@ -218,4 +221,20 @@ func TestOutcomeUnknown(t *testing.T) {
 	_, err = c.CreateNamespace(context.Background(), "team")
 	require.ErrorIs(t, err, client.ErrNotLeader)
 	require.NotErrorIs(t, err, client.ErrOutcomeUnknown)
+}
+
+// TestUnixSocketServer: unix:///path reaches a coordinator's API socket.
+func TestUnixSocketServer(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	srv := &http.Server{Handler: api.New(api.Config{Token: token, Metrics: prometheus.NewRegistry()}, apitest.New())}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	c := client.New("unix://"+sock, token)
+	require.NoError(t, c.Ready(t.Context()))
+	ns, err := c.CreateNamespace(t.Context(), "over-unix")
+	require.NoError(t, err)
+	require.Equal(t, "over-unix", ns.Name)
+	require.Error(t, client.New("unix://"+sock+".absent", token).Ready(t.Context()))
 }

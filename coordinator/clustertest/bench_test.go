@@ -13,7 +13,6 @@ import (
 
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/client"
-	"oce.dev/oce/coordinator/state"
 )
 
 // Benchmarks of the coordinator as real processes (memory compute driver);
@@ -21,10 +20,10 @@ import (
 // a fixed amount of work, so -benchtime 1x gives meaningful metrics.
 
 // waitWork polls a work item until it completes (1 ms granularity).
-func waitWork(ctx context.Context, cl *client.Client, id string) (state.Work, error) {
+func waitWork(ctx context.Context, cl *client.Client, id string) (wire.Work, error) {
 	for {
 		w, err := cl.WorkItem(ctx, id)
-		if err == nil && (w.State == state.WorkCompleted || w.State == state.WorkFailed) {
+		if err == nil && (w.State == wire.WorkCompleted || w.State == wire.WorkFailed) {
 			return w, nil
 		}
 		select {
@@ -64,7 +63,7 @@ func BenchmarkDeployToActive(b *testing.B) {
 					w, err := waitWork(wctx, cl, res.WorkID)
 					cancel()
 					require.NoError(b, err)
-					require.Equal(b, state.WorkCompleted, w.State)
+					require.Equal(b, wire.WorkCompleted, w.State)
 					lat = append(lat, time.Since(start))
 				}
 			}
@@ -118,7 +117,7 @@ func BenchmarkSustainedDeploys(b *testing.B) {
 				admitted := time.Since(start)
 				require.EqualValues(b, agents, accepted.Load())
 				require.Eventually(b, func() bool {
-					for _, st := range []string{state.WorkQueued, state.WorkClaimed} {
+					for _, st := range []string{wire.WorkQueued, wire.WorkClaimed} {
 						ws, err := cl.Work(ctx, client.WorkFilter{State: st})
 						if err != nil || len(ws) > 0 {
 							return false

@@ -15,7 +15,6 @@ import (
 
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/client"
-	"oce.dev/oce/coordinator/state"
 )
 
 const deployAgents = 200
@@ -139,9 +138,9 @@ func TestPartitionedLeaderCompletesNoActivation(t *testing.T) {
 	// Every activation the old leader's engine reported done was committed,
 	// and was proposed before the cut (entries carry the proposing leader's
 	// clock): the deposed leader completed no activation.
-	auditByWork := map[string]state.AuditRecord{}
+	auditByWork := map[string]wire.AuditRecord{}
 	for _, r := range s.audit {
-		if r.Action == state.AuditActivate {
+		if r.Action == wire.AuditActivate {
 			auditByWork[r.Details["workId"]] = r
 		}
 	}
@@ -173,7 +172,7 @@ func TestPartitionedLeaderCompletesNoActivation(t *testing.T) {
 func activated(s snapshotOf) []string {
 	var ids []string
 	for _, r := range s.audit {
-		if r.Action == state.AuditActivate {
+		if r.Action == wire.AuditActivate {
 			ids = append(ids, r.RevisionID)
 		}
 	}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/client"
-	"oce.dev/oce/coordinator/store"
 )
 
 // binary is the coordinator built once by TestMain.
@@ -207,15 +207,10 @@ func (n *node) running() bool {
 }
 
 // info is the part of GET /v1/cluster the tests read.
-func (c *cluster) info(ctx context.Context, n *node) (store.ClusterInfo, error) {
-	var info store.ClusterInfo
+func (c *cluster) info(ctx context.Context, n *node) (wire.Cluster, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	raw, err := c.client(n).Cluster(ctx)
-	if err != nil {
-		return info, err
-	}
-	return info, json.Unmarshal(raw, &info)
+	return c.client(n).Cluster(ctx)
 }
 
 func (c *cluster) client(n *node) *client.Client {

@@ -14,7 +14,6 @@ import (
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/client"
-	"oce.dev/oce/coordinator/state"
 )
 
 const workloadNS = "load"
@@ -74,7 +73,7 @@ func (c *cluster) setupWorkload(ctx context.Context, t testing.TB, n int) []stri
 	parallel(t, names, 8, func(name string) error {
 		return c.apiCall(ctx, func(ctx context.Context, cl *client.Client) error {
 			_, err := cl.CreateAgent(ctx, workloadNS, wire.CreateAgent{Name: name, Configuration: "cfg",
-				HarnessAuth: &state.HarnessAuth{Method: "api_key", CredentialKind: "secret", SourceRef: "secret://load/model#key"}})
+				HarnessAuth: &wire.HarnessAuth{Method: "api_key", CredentialKind: "secret", SourceRef: "secret://load/model#key"}})
 			if isConflict(err) {
 				return nil
 			}
@@ -137,10 +136,10 @@ func parallelErr(items []string, k int, f func(string) error) error {
 
 // snapshotOf is the state a member reports through the API.
 type snapshotOf struct {
-	agents    []state.Agent
-	revisions map[string][]state.Revision // by Agent id
-	audit     []state.AuditRecord
-	work      []state.Work
+	agents    []wire.Agent
+	revisions map[string][]wire.Revision // by Agent id
+	audit     []wire.AuditRecord
+	work      []wire.Work
 }
 
 func (c *cluster) read(ctx context.Context, t testing.TB, n *node) snapshotOf {
@@ -150,7 +149,7 @@ func (c *cluster) read(ctx context.Context, t testing.TB, n *node) snapshotOf {
 	var err error
 	s.agents, err = cl.Agents(ctx, workloadNS)
 	require.NoError(t, err)
-	s.revisions = map[string][]state.Revision{}
+	s.revisions = map[string][]wire.Revision{}
 	for _, a := range s.agents {
 		revs, err := cl.Revisions(ctx, workloadNS, a.ID)
 		require.NoError(t, err)
@@ -179,7 +178,7 @@ func (s snapshotOf) settled() bool {
 		}
 	}
 	for _, w := range s.work {
-		if w.State == state.WorkQueued || w.State == state.WorkClaimed {
+		if w.State == wire.WorkQueued || w.State == wire.WorkClaimed {
 			return false
 		}
 	}
@@ -194,14 +193,14 @@ func (s snapshotOf) checkInvariants(t testing.TB, wantAgents int) {
 	require.Len(t, s.agents, wantAgents)
 	activations := map[string]int{}
 	for _, r := range s.audit {
-		if r.Action == state.AuditActivate {
+		if r.Action == wire.AuditActivate {
 			activations[r.RevisionID]++
 		}
 	}
 	for _, a := range s.agents {
 		var active []string
 		for _, r := range s.revisions[a.ID] {
-			if r.Status == state.RevisionActive {
+			if r.Status == wire.RevisionActive {
 				active = append(active, r.ID)
 			}
 		}

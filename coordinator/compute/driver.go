@@ -10,6 +10,7 @@ import (
 
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
 // Driver realizes AgentRevisions on one compute target. Every method is
@@ -42,6 +43,30 @@ type Driver interface {
 	DeleteNamespace(ctx context.Context, ns state.Namespace) error
 }
 
+// Endpointer is optionally implemented by a driver that can say where an
+// Agent's stable Gateway endpoint is (occ agent describe, occ agent send).
+type Endpointer interface {
+	// Endpoints returns the Agent's endpoint, or an error wrapping
+	// ErrNoEndpoint when the Agent has none (not active on this driver).
+	Endpoints(ctx context.Context, agent state.Agent) (Endpoints, error)
+}
+
+// ErrNoEndpoint: the Agent has no routed Gateway on this driver.
+var ErrNoEndpoint = errors.New("compute: the agent has no gateway endpoint")
+
+// Endpoints is where an Agent's Gateway is reached.
+type Endpoints struct {
+	RevisionID string // the revision the endpoint routes to, when known
+	// Gateway is the Gateway's URL inside the compute target.
+	Gateway string
+	// Socket is a Unix socket on the coordinator's machine forwarding to
+	// the Gateway (local driver).
+	Socket string
+	// PasswordFile holds the Agent's gateway password on the coordinator's
+	// machine (local driver); the password itself never leaves the driver.
+	PasswordFile string
+}
+
 // Observation is one readiness observation of a revision.
 type Observation struct {
 	Ready  bool
@@ -59,21 +84,15 @@ type StopResult struct {
 	CameBack bool // it had been running again after an earlier stop
 }
 
-// Topology is a (harness, mode) pair.
-type Topology struct {
-	Harness string // state.HarnessOpenClaw | state.HarnessCodex
-	Mode    string // state.ModeEmbedded | state.ModeDedicated
-}
-
 // Capabilities is what a driver supports.
 type Capabilities struct {
 	// Name identifies the driver; a revision's ComputeID must name it.
 	Name string
-	// Topologies maps each supported (harness, mode) to the harnessAuth
-	// methods the driver can deliver for it ("api_key", "codex_pat", …;
-	// "runtime" for host-held credentials). A topology absent from the map is
+	// Topologies maps each supported topology to the harnessAuth methods
+	// the driver can deliver for it ("api_key", "codex_pat", …; "runtime"
+	// for host-held credentials). A topology absent from the map is
 	// unsupported; a present one with no methods supports no binding.
-	Topologies map[Topology][]string
+	Topologies map[contract.Topology][]string
 	// StoppedPredecessors lists the modes for which every earlier revision
 	// must be stopped before a new one is prepared (dedicated on Kubernetes).
 	StoppedPredecessors map[string]bool
@@ -84,14 +103,22 @@ type Capabilities struct {
 
 // SupportsTopology reports whether the driver can run (harness, mode).
 func (c Capabilities) SupportsTopology(harness, mode string) bool {
-	_, ok := c.Topologies[Topology{Harness: harness, Mode: mode}]
+	t, ok := contract.Of(harness, mode)
+	if !ok {
+		return false
+	}
+	_, ok = c.Topologies[t]
 	return ok
 }
 
 // SupportsHarnessAuth reports whether the driver can deliver a harnessAuth
 // binding of method for (harness, mode).
 func (c Capabilities) SupportsHarnessAuth(harness, mode, method string) bool {
-	for _, m := range c.Topologies[Topology{Harness: harness, Mode: mode}] {
+	t, ok := contract.Of(harness, mode)
+	if !ok {
+		return false
+	}
+	for _, m := range c.Topologies[t] {
 		if m == method {
 			return true
 		}
@@ -109,14 +136,14 @@ func (c Capabilities) RequiresStoppedPredecessors(mode string) bool {
 // can help. Drivers wrap failures the engine should branch on with it; any
 // other error is transient.
 type Error struct {
-	Code      string // e.g. TRANSIENT_DEPENDENCY, FOREIGN_WORKLOAD
-	Permanent bool   // the work fails instead of being retried
+	Code      codes.Code // e.g. TRANSIENT_DEPENDENCY, FOREIGN_WORKLOAD
+	Permanent bool       // the work fails instead of being retried
 	Err       error
 }
 
 func (e *Error) Error() string {
 	if e.Err == nil {
-		return e.Code
+		return string(e.Code)
 	}
 	return fmt.Sprintf("%s: %v", e.Code, e.Err)
 }
@@ -124,14 +151,16 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Permanent returns an Error the engine does not retry.
-func Permanent(code string, err error) error { return &Error{Code: code, Permanent: true, Err: err} }
+func Permanent(code codes.Code, err error) error {
+	return &Error{Code: code, Permanent: true, Err: err}
+}
 
 // Transient returns a retryable Error with code.
-func Transient(code string, err error) error { return &Error{Code: code, Err: err} }
+func Transient(code codes.Code, err error) error { return &Error{Code: code, Err: err} }
 
 // ErrorCode returns err's code and permanence; an error without one is
 // transient with fallback as its code.
-func ErrorCode(err error, fallback string) (code string, permanent bool) {
+func ErrorCode(err error, fallback codes.Code) (code codes.Code, permanent bool) {
 	var e *Error
 	if errors.As(err, &e) && e.Code != "" {
 		return e.Code, e.Permanent

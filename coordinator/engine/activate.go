@@ -9,46 +9,40 @@ import (
 	"oce.dev/oce/shared/codes"
 )
 
-// approvedTopologies are the (harness, mode) pairs a revision may freeze
-// (REFERENCE §7.3); the driver must support the pair too.
-var approvedTopologies = map[[2]string]bool{
-	{state.HarnessOpenClaw, state.ModeEmbedded}:  true,
-	{state.HarnessCodex, state.ModeDedicated}:    true,
-	{state.HarnessOpenClaw, state.ModeDedicated}: true,
-}
-
 // validate re-checks the frozen revision against the current state and the
 // driver; it returns a failure code and detail, or "" when valid.
-func (e *Engine) validate(w state.Work) (state.Agent, state.Revision, string, string) {
+func (e *Engine) validate(w state.Work) (state.Agent, state.Revision, codes.Code, string) {
 	m := e.p.Machine()
 	a, ok := m.Agent(w.AgentID)
 	if !ok || a.Deleting {
-		return a, state.Revision{}, CodeInvalidTarget, "agent is missing or being deleted"
+		return a, state.Revision{}, codes.InvalidTarget, "agent is missing or being deleted"
 	}
 	r, ok := m.Revision(w.RevisionID)
 	if !ok || r.AgentID != a.ID || r.NamespaceID != a.NamespaceID {
-		return a, r, CodeInvalidRevisionOwner, "revision does not belong to the agent"
+		return a, r, codes.InvalidRevisionOwner, "revision does not belong to the agent"
 	}
 	if _, ok := m.Namespace(a.NamespaceID); !ok {
-		return a, r, CodeNamespaceNotReady, "namespace is missing"
+		return a, r, codes.NamespaceNotReady, "namespace is missing"
 	}
 	if a.ActiveRevisionID != "" {
 		if act, ok := m.Revision(a.ActiveRevisionID); !ok || act.AgentID != a.ID {
-			return a, r, CodeInvalidActiveRevision, "active revision is not the agent's"
+			return a, r, codes.InvalidActiveRevision, "active revision is not the agent's"
 		}
 	}
 	recovering := a.ActiveRevisionID == r.ID && r.Status == state.RevisionActive
 	if r.Status != state.RevisionPending && !recovering {
-		return a, r, CodeInvalidAdmittedRevision, "revision is " + r.Status
+		return a, r, codes.InvalidAdmittedRevision, "revision is " + r.Status
 	}
-	if !approvedTopologies[[2]string{r.Harness.ID, r.Mode}] || !e.caps.SupportsTopology(r.Harness.ID, r.Mode) {
-		return a, r, CodeHarnessDescriptorMismatch, fmt.Sprintf("topology %s/%s is not supported", r.Harness.ID, r.Mode)
+	// A revision may freeze only an approved topology (REFERENCE §7.3), and
+	// the driver must support it: SupportsTopology checks both.
+	if !e.caps.SupportsTopology(r.Harness.ID, r.Mode) {
+		return a, r, codes.HarnessDescriptorMismatch, fmt.Sprintf("topology %s/%s is not supported", r.Harness.ID, r.Mode)
 	}
 	if r.ComputeID != "" && r.ComputeID != e.cfg.ComputeID {
-		return a, r, CodeComputeDriverMismatch, fmt.Sprintf("revision names compute %q", r.ComputeID)
+		return a, r, codes.ComputeDriverMismatch, fmt.Sprintf("revision names compute %q", r.ComputeID)
 	}
 	if r.HarnessAuth != nil && !e.caps.SupportsHarnessAuth(r.Harness.ID, r.Mode, r.HarnessAuth.Method) {
-		return a, r, CodeHarnessAuthUnsupported, fmt.Sprintf("harnessAuth %q is not supported for %s/%s",
+		return a, r, codes.HarnessAuthUnsupported, fmt.Sprintf("harnessAuth %q is not supported for %s/%s",
 			r.HarnessAuth.Method, r.Harness.ID, r.Mode)
 	}
 	return a, r, "", ""
@@ -78,7 +72,7 @@ func (e *Engine) activate(cl *claim) {
 		if err != nil {
 			if !errors.Is(err, errAbandoned) {
 				e.failedPass(cl)
-				cl.driverFailed("stopRevision", err, CodeTransientDependency)
+				cl.driverFailed("stopRevision", err, codes.TransientDependency)
 			}
 			return
 		}
@@ -100,23 +94,23 @@ func (e *Engine) activate(cl *claim) {
 	if ns, ok := m.Namespace(a.NamespaceID); ok {
 		if err := e.d.EnsureNamespace(cl.ctx, ns); err != nil {
 			e.failedPass(cl)
-			cl.driverFailed("ensureNamespace", err, CodeTransientDependency)
+			cl.driverFailed("ensureNamespace", err, codes.TransientDependency)
 			return
 		}
 	}
 	if err := e.d.PrepareRevision(cl.ctx, rev); err != nil {
 		e.failedPass(cl)
-		cl.driverFailed("prepareRevision", err, CodeTransientDependency)
+		cl.driverFailed("prepareRevision", err, codes.TransientDependency)
 		return
 	}
 	obs, err := e.d.ObserveRevision(cl.ctx, rev)
 	if err != nil {
 		e.failedPass(cl)
-		cl.driverFailed("observeRevision", err, CodeTransientDependency)
+		cl.driverFailed("observeRevision", err, codes.TransientDependency)
 		return
 	}
 	if obs.HeldCode != "" {
-		cl.fail(string(codes.RevisionFailure(obs.HeldCode)), heldDetail(obs.HeldCode, obs.Cause))
+		cl.fail(codes.RevisionFailure(obs.HeldCode), heldDetail(obs.HeldCode, obs.Cause))
 		return
 	}
 	if !obs.Ready {
@@ -133,7 +127,7 @@ func (e *Engine) activate(cl *claim) {
 	}
 	if e.caps.ActivateBeforeCommit {
 		if err := e.d.ActivateRevision(cl.ctx, rev); err != nil {
-			cl.driverFailed("activateRevision", err, CodeTransientDependency)
+			cl.driverFailed("activateRevision", err, codes.TransientDependency)
 			return
 		}
 	}
@@ -141,7 +135,7 @@ func (e *Engine) activate(cl *claim) {
 		switch {
 		case errors.Is(err, errAbandoned):
 		case errors.Is(err, state.ErrActiveRevisionChanged):
-			cl.retry(CodeActiveRevisionChanged, err.Error())
+			cl.retry(codes.ActiveRevisionChanged, err.Error())
 		default:
 			cl.log.Warn("activation commit failed", "err", err.Error())
 		}
@@ -157,10 +151,10 @@ func (e *Engine) activate(cl *claim) {
 func (e *Engine) notReady(cl *claim, rev state.Revision, reason string) {
 	age := e.clk.Now().Sub(rev.CreatedAt)
 	if age > e.cfg.ConvergenceWindow {
-		cl.fail(CodeRevisionNotReady, "not ready within the convergence window: "+reason)
+		cl.fail(codes.RevisionNotReady, "not ready within the convergence window: "+reason)
 		return
 	}
-	cl.requeue(CodeActivationPending, reason, e.readinessDelay(age), true)
+	cl.requeue(codes.ActivationPending, reason, e.readinessDelay(age), true)
 }
 
 // finalize runs after the commit: activate (unless just done before the
@@ -177,7 +171,7 @@ func (e *Engine) finalize(cl *claim, rev state.Revision, activated bool) {
 	}
 	if !activated {
 		if err := e.d.ActivateRevision(cl.ctx, rev); err != nil {
-			cl.driverFailed("activateRevision", err, CodeFinalizationIncomplete)
+			cl.driverFailed("activateRevision", err, codes.FinalizationIncomplete)
 			return
 		}
 	}
@@ -187,7 +181,7 @@ func (e *Engine) finalize(cl *claim, rev state.Revision, activated bool) {
 			continue
 		}
 		if err := e.d.RetireRevision(cl.ctx, p); err != nil {
-			cl.driverFailed("retireRevision", err, CodeFinalizationIncomplete)
+			cl.driverFailed("retireRevision", err, codes.FinalizationIncomplete)
 			return
 		}
 		retired = append(retired, p.ID)
@@ -196,10 +190,10 @@ func (e *Engine) finalize(cl *claim, rev state.Revision, activated bool) {
 		switch {
 		case errors.Is(err, errAbandoned):
 		case errors.Is(err, state.ErrActiveRevisionChanged):
-			cl.retry(CodeActiveRevisionChanged, err.Error())
+			cl.retry(codes.ActiveRevisionChanged, err.Error())
 		default:
 			cl.log.Warn("complete activation failed", "err", err.Error())
-			cl.retry(CodeFinalizationIncomplete, err.Error())
+			cl.retry(codes.FinalizationIncomplete, err.Error())
 		}
 		return
 	}

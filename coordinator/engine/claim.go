@@ -10,6 +10,7 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
 )
 
 // errAbandoned marks a claim this engine no longer holds (lost, lapsed, or
@@ -126,15 +127,15 @@ func (cl *claim) phase(p string) error {
 }
 
 // retry requeues after the attempt's backoff with code.
-func (cl *claim) retry(code, detail string) {
+func (cl *claim) retry(code codes.Code, detail string) {
 	cl.requeue(code, detail, cl.e.backoff(cl.work.Attempts), false)
 }
 
 // requeue releases the claim for a later pass at now+delay; deferred passes
 // give their attempt back.
-func (cl *claim) requeue(code, detail string, delay time.Duration, deferred bool) {
+func (cl *claim) requeue(code codes.Code, detail string, delay time.Duration, deferred bool) {
 	at := cl.e.clk.Now().Add(delay)
-	_, err := cl.propose(state.CmdRequeueWork, state.RequeueWork{ClaimRef: cl.ref, AvailableAt: at, Code: code,
+	_, err := cl.propose(state.CmdRequeueWork, state.RequeueWork{ClaimRef: cl.ref, AvailableAt: at, Code: string(code),
 		Detail: detail, Defer: deferred})
 	if err != nil {
 		cl.log.Warn("requeue failed", "code", code, "err", err.Error())
@@ -148,8 +149,8 @@ func (cl *claim) requeue(code, detail string, delay time.Duration, deferred bool
 }
 
 // fail ends the work permanently with code.
-func (cl *claim) fail(code, detail string) {
-	if _, err := cl.propose(state.CmdFailWork, state.FailWork{ClaimRef: cl.ref, Code: code, Detail: detail}); err != nil {
+func (cl *claim) fail(code codes.Code, detail string) {
+	if _, err := cl.propose(state.CmdFailWork, state.FailWork{ClaimRef: cl.ref, Code: string(code), Detail: detail}); err != nil {
 		cl.log.Warn("fail work failed", "code", code, "err", err.Error())
 		return
 	}
@@ -159,7 +160,7 @@ func (cl *claim) fail(code, detail string) {
 // driverFailed handles a driver error of a pass: abandon when the claim is
 // gone, fail permanent errors, otherwise retry with the error's code (or
 // fallback). It reports whether the claim was abandoned.
-func (cl *claim) driverFailed(op string, err error, fallback string) {
+func (cl *claim) driverFailed(op string, err error, fallback codes.Code) {
 	if cl.ctx.Err() != nil {
 		cl.log.Info("claim abandoned during driver call", "op", op)
 		return

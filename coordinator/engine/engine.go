@@ -16,6 +16,7 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
 )
 
 // Defaults, with the reference worker's numbers (REFERENCE §6.1–6.2).
@@ -262,6 +263,6 @@ func (e *Engine) process(ctx context.Context, owner string, w state.Work) {
 	case state.WorkDelete:
 		e.remove(cl)
 	default:
-		cl.fail(CodeInvalidTarget, "unknown work kind "+w.Kind)
+		cl.fail(codes.InvalidTarget, "unknown work kind "+w.Kind)
 	}
 }

@@ -77,17 +77,17 @@ func TestDriverFaultsAtEveryStep(t *testing.T) {
 		beforeCmt bool
 		op        memory.Op
 		onRev     string // revision whose call fails ("" any)
-		wantCode  string
+		wantCode  codes.Code
 	}
 	cases := []tc{
-		{name: "ensure namespace", op: memory.OpEnsureNamespace, wantCode: CodeTransientDependency},
-		{name: "prepare", op: memory.OpPrepare, onRev: "r2", wantCode: CodeTransientDependency},
-		{name: "observe", op: memory.OpObserve, onRev: "r2", wantCode: CodeTransientDependency},
-		{name: "activate after commit", op: memory.OpActivate, onRev: "r2", wantCode: CodeFinalizationIncomplete},
-		{name: "activate before commit", beforeCmt: true, op: memory.OpActivate, onRev: "r2", wantCode: CodeTransientDependency},
-		{name: "retire", op: memory.OpRetire, onRev: "r1", wantCode: CodeFinalizationIncomplete},
-		{name: "stop predecessor", dedicated: true, op: memory.OpStop, onRev: "r1", wantCode: CodeTransientDependency},
-		{name: "prepare dedicated", dedicated: true, op: memory.OpPrepare, onRev: "r2", wantCode: CodeTransientDependency},
+		{name: "ensure namespace", op: memory.OpEnsureNamespace, wantCode: codes.TransientDependency},
+		{name: "prepare", op: memory.OpPrepare, onRev: "r2", wantCode: codes.TransientDependency},
+		{name: "observe", op: memory.OpObserve, onRev: "r2", wantCode: codes.TransientDependency},
+		{name: "activate after commit", op: memory.OpActivate, onRev: "r2", wantCode: codes.FinalizationIncomplete},
+		{name: "activate before commit", beforeCmt: true, op: memory.OpActivate, onRev: "r2", wantCode: codes.TransientDependency},
+		{name: "retire", op: memory.OpRetire, onRev: "r1", wantCode: codes.FinalizationIncomplete},
+		{name: "stop predecessor", dedicated: true, op: memory.OpStop, onRev: "r1", wantCode: codes.TransientDependency},
+		{name: "prepare dedicated", dedicated: true, op: memory.OpPrepare, onRev: "r2", wantCode: codes.TransientDependency},
 	}
 	for _, c := range cases {
 		for _, times := range []int{1, 3} {
@@ -107,14 +107,14 @@ func TestDriverFaultsAtEveryStep(t *testing.T) {
 				h.d.Fail(c.op, c.onRev, times, nil)
 				w := h.waitWork(h.deploy("r2", hid, auth, 0), state.WorkCompleted)
 				require.Equal(t, times+1, w.Attempts)
-				require.Equal(t, slicesRepeat(c.wantCode, times), h.requeueCodes("w-r2"))
+				require.Equal(t, slicesRepeat(string(c.wantCode), times), h.requeueCodes("w-r2"))
 				a, _ := h.m.Agent("a1")
 				require.Equal(t, "r2", a.ActiveRevisionID)
 				require.Equal(t, "r2", h.d.Route("a1"))
 				r1, _ := h.m.Revision("r1")
 				require.Equal(t, state.RevisionRetired, r1.Status)
 				require.Equal(t, map[string]int{"r1": 1, "r2": 1}, h.activations(), "exactly one activate audit per revision")
-				if c.wantCode == CodeFinalizationIncomplete {
+				if c.wantCode == codes.FinalizationIncomplete {
 					// Recovery re-ran activation for the already-active revision.
 					require.GreaterOrEqual(t, len(h.d.CallsOf(memory.OpActivate)), 2+times)
 				}
@@ -204,7 +204,7 @@ func TestNotReadyIsDeferredWithGrowingDelay(t *testing.T) {
 	h.d.ReadyAfter("r1", 6)
 	w := h.waitWork(h.deploy("r1", state.HarnessOpenClaw, nil, 3), state.WorkCompleted)
 	require.Equal(t, 1, w.Attempts, "readiness polls give their attempt back")
-	require.Equal(t, slicesRepeat(CodeActivationPending, 6), h.requeueCodes("w-r1"))
+	require.Equal(t, slicesRepeat(string(codes.ActivationPending), 6), h.requeueCodes("w-r1"))
 	require.Len(t, h.d.CallsOf(memory.OpObserve), 7)
 	for _, p := range h.proposals() {
 		if r, ok := p.payload.(state.RequeueWork); ok {
@@ -234,7 +234,7 @@ func TestConvergenceWindow(t *testing.T) {
 	h.step = time.Second
 	h.d.ReadyAfter("r1", -1)
 	w := h.waitWork(h.deploy("r1", state.HarnessOpenClaw, nil, 0), state.WorkFailed)
-	require.Equal(t, CodeRevisionNotReady, w.LastCode)
+	require.Equal(t, string(codes.RevisionNotReady), w.LastCode)
 }
 
 func TestValidationFailures(t *testing.T) {
@@ -244,9 +244,9 @@ func TestValidationFailures(t *testing.T) {
 		compute       string
 		want          string
 	}{
-		"codex embedded":       {mode: state.ModeEmbedded, harness: state.HarnessCodex, want: CodeHarnessDescriptorMismatch},
-		"auth unsupported":     {mode: state.ModeEmbedded, harness: state.HarnessOpenClaw, auth: &state.HarnessAuth{Method: "codex_pat"}, want: CodeHarnessAuthUnsupported},
-		"other compute target": {mode: state.ModeEmbedded, harness: state.HarnessOpenClaw, compute: "k8s-east", want: CodeComputeDriverMismatch},
+		"codex embedded":       {mode: state.ModeEmbedded, harness: state.HarnessCodex, want: string(codes.HarnessDescriptorMismatch)},
+		"auth unsupported":     {mode: state.ModeEmbedded, harness: state.HarnessOpenClaw, auth: &state.HarnessAuth{Method: "codex_pat"}, want: string(codes.HarnessAuthUnsupported)},
+		"other compute target": {mode: state.ModeEmbedded, harness: state.HarnessOpenClaw, compute: "k8s-east", want: string(codes.ComputeDriverMismatch)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, hopt{mode: c.mode})
@@ -323,7 +323,7 @@ func TestReStopSchedule(t *testing.T) {
 	require.Equal(t, 4, rec[0].Restops)
 	var pending int
 	for _, c := range h.requeueCodes("w-r2") {
-		if c == CodeActivationPending {
+		if c == string(codes.ActivationPending) {
 			pending++
 		}
 	}
@@ -514,7 +514,7 @@ func TestStopWork(t *testing.T) {
 	h.e.Notify()
 	w := h.waitWork("s1", state.WorkCompleted)
 	require.Equal(t, 2, w.Attempts)
-	require.Equal(t, []string{CodeTransientDependency}, h.requeueCodes("s1"))
+	require.Equal(t, []string{string(codes.TransientDependency)}, h.requeueCodes("s1"))
 	// r1–r3 were retired by later activations; r5 (failed after
 	// preparation) may still hold resources. The active revision goes first.
 	require.Equal(t, []string{"r4", "r4", "r5"}, h.d.CallsOf(memory.OpStop)[before:])
@@ -557,7 +557,7 @@ func TestDeletingAgentFailsPendingActivation(t *testing.T) {
 	require.Empty(t, h.d.CallsOf(memory.OpPrepare))
 	var failed bool
 	for _, a := range h.m.Audit(0, 0) {
-		failed = failed || (a.Action == state.AuditFail && a.Details["code"] == CodeInvalidTarget)
+		failed = failed || (a.Action == state.AuditFail && a.Details["code"] == string(codes.InvalidTarget))
 	}
 	require.True(t, failed)
 }
@@ -607,7 +607,7 @@ func TestActiveRevisionChangedRequeues(t *testing.T) {
 		return nil
 	})
 	w := h.waitWork(h.deploy("r1", state.HarnessOpenClaw, nil, 0), state.WorkCompleted)
-	require.Equal(t, []string{CodeActiveRevisionChanged}, h.requeueCodes("w-r1"))
+	require.Equal(t, []string{string(codes.ActiveRevisionChanged)}, h.requeueCodes("w-r1"))
 	require.Equal(t, 2, w.Attempts)
 	require.Equal(t, map[string]int{"r1": 1}, h.activations())
 }
@@ -623,7 +623,7 @@ func TestProposalFailureAfterCommitRecovers(t *testing.T) {
 		return nil
 	})
 	w := h.waitWork(h.deploy("r1", state.HarnessOpenClaw, nil, 0), state.WorkCompleted)
-	require.Equal(t, []string{CodeFinalizationIncomplete}, h.requeueCodes("w-r1"))
+	require.Equal(t, []string{string(codes.FinalizationIncomplete)}, h.requeueCodes("w-r1"))
 	require.Equal(t, 2, w.Attempts)
 	require.Equal(t, []string{"r1", "r1"}, h.d.CallsOf(memory.OpActivate), "recovery re-ran activation of the active revision")
 	require.Equal(t, map[string]int{"r1": 1}, h.activations())

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
 )
 
 // stop runs stop work (REFERENCE §6.4): the active revision first, then the
@@ -16,7 +17,7 @@ func (e *Engine) stop(cl *claim) {
 	m := e.p.Machine()
 	a, ok := m.Agent(cl.work.AgentID)
 	if !ok {
-		cl.fail(CodeInvalidTarget, "agent is missing")
+		cl.fail(codes.InvalidTarget, "agent is missing")
 		return
 	}
 	if err := cl.phase(state.PhaseStopping); err != nil {
@@ -34,7 +35,7 @@ func (e *Engine) stop(cl *claim) {
 	})
 	for _, r := range revs {
 		if _, err := e.d.StopRevision(cl.ctx, r); err != nil {
-			cl.driverFailed("stopRevision", err, CodeTransientDependency)
+			cl.driverFailed("stopRevision", err, codes.TransientDependency)
 			return
 		}
 	}
@@ -42,7 +43,7 @@ func (e *Engine) stop(cl *claim) {
 		switch {
 		case errors.Is(err, errAbandoned):
 		case errors.Is(err, state.ErrActiveRevisionChanged):
-			cl.retry(CodeActiveRevisionChanged, err.Error())
+			cl.retry(codes.ActiveRevisionChanged, err.Error())
 		default:
 			cl.log.Warn("complete stop failed", "err", err.Error())
 		}
@@ -57,17 +58,17 @@ func (e *Engine) remove(cl *claim) {
 	m := e.p.Machine()
 	a, ok := m.Agent(cl.work.AgentID)
 	if !ok {
-		cl.fail(CodeInvalidTarget, "agent is missing")
+		cl.fail(codes.InvalidTarget, "agent is missing")
 		return
 	}
 	for _, r := range m.Revisions(a.ID) {
 		if err := e.d.RetireRevision(cl.ctx, r); err != nil {
-			cl.driverFailed("retireRevision", err, CodeTransientDependency)
+			cl.driverFailed("retireRevision", err, codes.TransientDependency)
 			return
 		}
 	}
 	if err := e.d.DeleteAgentRuntimeCredentials(cl.ctx, a); err != nil {
-		cl.driverFailed("deleteAgentRuntimeCredentials", err, CodeTransientDependency)
+		cl.driverFailed("deleteAgentRuntimeCredentials", err, codes.TransientDependency)
 		return
 	}
 	if _, err := cl.propose(state.CmdCompleteDeletion, state.CompleteDeletion{ClaimRef: cl.ref}); err != nil {

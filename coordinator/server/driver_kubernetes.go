@@ -15,6 +15,7 @@ import (
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/contract"
 )
 
 // Environment of the kubernetes driver.
@@ -80,12 +81,12 @@ func (s secretCredentials) Resolve(ctx context.Context, rev state.Revision) (map
 	if !ok || len(v) == 0 {
 		return nil, fmt.Errorf("server: credential source %s has no key %s", name, key)
 	}
-	file := kubernetes.KeyModelAPIKey
+	file := contract.SecretModelAPIKey
 	switch {
 	case rev.HarnessAuth.Method == "codex_pat" || rev.HarnessAuth.Method == "chatgpt_service_account":
-		file = kubernetes.KeyCodexToken
+		file = contract.SecretCodexAccessToken
 	case rev.Harness.ID == state.HarnessCodex:
-		file = kubernetes.KeyOpenAIAPIKey
+		file = contract.SecretOpenAIAPIKey
 	}
 	return map[string][]byte{file: v}, nil
 }

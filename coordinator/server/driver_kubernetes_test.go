@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/contract"
 )
 
 func TestSecretCredentials(t *testing.T) {
@@ -26,9 +26,9 @@ func TestSecretCredentials(t *testing.T) {
 		rev  state.Revision
 		file string
 	}{
-		{"embedded api key", rev(state.HarnessOpenClaw, "api_key", "secret:model#openai"), kubernetes.KeyModelAPIKey},
-		{"codex api key", rev(state.HarnessCodex, "api_key", "secret:model#openai"), kubernetes.KeyOpenAIAPIKey},
-		{"codex pat", rev(state.HarnessCodex, "codex_pat", "secret:model#openai"), kubernetes.KeyCodexToken},
+		{"embedded api key", rev(state.HarnessOpenClaw, "api_key", "secret:model#openai"), contract.SecretModelAPIKey},
+		{"codex api key", rev(state.HarnessCodex, "api_key", "secret:model#openai"), contract.SecretOpenAIAPIKey},
+		{"codex pat", rev(state.HarnessCodex, "codex_pat", "secret:model#openai"), contract.SecretCodexAccessToken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := c.Resolve(ctx, tc.rev)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"oce.dev/oce/shared/atomicfile"
 )
 
 // nodeIDFile persists a node id chosen by default, so restarts keep it.
@@ -35,7 +37,7 @@ func resolveNodeID(dataDir, configured string) (string, error) {
 		}
 		id = h
 	}
-	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+	if err := atomicfile.Write(path, []byte(id+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("server: persist node id: %w", err)
 	}
 	return id, nil

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"oce.dev/oce/coordinator/api"
+	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/engine"
 	"oce.dev/oce/coordinator/store"
@@ -27,10 +29,13 @@ const (
 	DefaultDataDir  = ".oce/coordinator"
 	DefaultRaftAddr = "127.0.0.1:7300"
 	DefaultHTTPAddr = "127.0.0.1:7400"
-	DefaultDriver   = "memory"
 	// DefaultShutdownTimeout bounds the graceful stop (leadership hand-off,
 	// HTTP drain).
 	DefaultShutdownTimeout = 10 * time.Second
+	// DriverShutdownTimeout bounds a driver's own stop on the way out (the
+	// local driver stops every runtime it runs: the Gateway's 340 s budget
+	// plus the Harness's 120 s).
+	DriverShutdownTimeout = 460 * time.Second
 	// TokenFileName is the bearer token's file inside the data dir.
 	TokenFileName = "token"
 
@@ -53,11 +58,24 @@ type Config struct {
 	// members and clients are told (default: the bound address).
 	HTTPAddr      string
 	HTTPAdvertise string
+	// APISocket, when set, serves the API on this Unix socket too (mode
+	// 0600): reachable from outside the network namespace the coordinator
+	// runs in (occ dev up).
+	APISocket string
+	// Listeners are further listeners the API is served on (tests, an
+	// embedding process).
+	Listeners []net.Listener
 	// Join is a comma-separated list of members' HTTP addresses to join
 	// through; empty bootstraps a new cluster when there is no state.
 	Join string
-	// Driver selects the compute driver ("memory").
-	Driver string
+	// Driver is the compute driver instance; when nil, DriverName selects
+	// a registered one (selectDriver's data dir rule applies either way).
+	Driver compute.Driver
+	// DriverName selects a registered compute driver: kubernetes, local,
+	// memory. Empty means memory, in a dev data dir only.
+	DriverName string
+	// Local configures the local driver (DriverName "local").
+	Local LocalConfig
 	// TokenFile is the bearer token file (default <DataDir>/token). It is
 	// created (0600) with a random token when missing; every member of a
 	// cluster must hold the same token.
@@ -69,6 +87,8 @@ type Config struct {
 	Engine engine.Config
 	// ShutdownTimeout bounds the graceful stop.
 	ShutdownTimeout time.Duration
+	// Metrics is the registry /metrics serves; nil makes a private one.
+	Metrics *prometheus.Registry
 	// Clock stamps proposals; nil means time.Now.
 	Clock func() time.Time
 	// Log receives JSON records; nil means stderr.
@@ -85,9 +105,6 @@ func (c Config) withDefaults() Config {
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = DefaultHTTPAddr
 	}
-	if c.Driver == "" {
-		c.Driver = DefaultDriver
-	}
 	if c.TokenFile == "" {
 		c.TokenFile = filepath.Join(c.DataDir, TokenFileName)
 	}
@@ -99,6 +116,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if c.Metrics == nil {
+		c.Metrics = prometheus.NewRegistry()
 	}
 	return c
 }
@@ -119,99 +139,219 @@ var (
 	_ engine.Proposer = (*store.Store)(nil)
 )
 
+// Shutdowner is optionally implemented by a compute driver that runs
+// something itself (the local driver's runtimes): Run calls it on the way
+// out, bounded by DriverShutdownTimeout.
+type Shutdowner interface {
+	Shutdown(ctx context.Context)
+}
+
+// node is one running coordinator: what Run opens, in order, and closes in
+// reverse.
+type node struct {
+	cfg       Config
+	log       *slog.Logger
+	id, token string
+	listeners []net.Listener
+	httpAdv   string
+	driver    compute.Driver
+	st        *store.Store
+	srv       *http.Server
+}
+
 // Run runs one coordinator until ctx ends, then stops gracefully: a leader
 // hands leadership to another member first, the HTTP server drains, Raft
-// shuts down.
+// shuts down, the compute driver stops what it runs.
 func Run(ctx context.Context, cfg Config) error {
-	cfg = cfg.withDefaults()
-	log := cfg.Log
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("server: data dir: %w", err)
-	}
-	id, err := resolveNodeID(cfg.DataDir, cfg.NodeID)
-	if err != nil {
-		return err
-	}
-	log = log.With("node", id)
-	token, err := LoadOrCreateToken(cfg.TokenFile)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("server: http listen: %w", err)
-	}
-	defer ln.Close()
-	httpAdv, err := advertise(cfg.HTTPAdvertise, ln.Addr())
-	if err != nil {
-		return err
-	}
-	driver, err := newDriver(cfg)
-	if err != nil {
-		return err
-	}
-
-	st, err := store.Open(store.Config{
-		NodeID: id, DataDir: cfg.DataDir, RaftBind: cfg.RaftAddr, RaftAdvertise: cfg.RaftAdvertise,
-		HTTPAddr: httpAdv, Bootstrap: cfg.Join == "", Timeouts: cfg.Timeouts, Clock: cfg.Clock, Log: log,
-		OnLeader: func(ctx context.Context, s *store.Store) { runEngine(ctx, cfg, s, driver, log) },
-	})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-
-	reg := prometheus.NewRegistry()
-	registerStoreMetrics(reg, st)
-	srv := &http.Server{
-		Handler: api.New(api.Config{Token: token, Log: log.With("component", "api"), Metrics: reg,
-			ForwardWrites: true, WithActor: store.WithActor}, backend{Store: st, driver: driver}),
-		ReadHeaderTimeout: readHeaderTimeout,
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("coordinator started", "raftAddr", st.RaftAddr(), "httpAddr", httpAdv, "dataDir", cfg.DataDir,
-		"driver", cfg.Driver, "join", cfg.Join != "")
-
-	if cfg.Join != "" {
-		member, err := st.IsMember(ctx)
-		if err != nil {
+	n := &node{cfg: cfg.withDefaults()}
+	n.log = n.cfg.Log
+	defer n.close()
+	for _, step := range []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"identity", n.identity},
+		{"listen", n.listen},
+		{"driver", n.openDriver},
+		{"store", n.openStore},
+	} {
+		if err := step.run(ctx); err != nil {
 			return err
 		}
-		if !member {
-			go func() {
-				req := joinRequest{ID: id, RaftAddr: st.RaftAddr(), HTTPAddr: httpAdv}
-				if err := joinCluster(ctx, log, cfg.Join, token, req); err != nil && ctx.Err() == nil {
-					log.Error("join failed", "error", err.Error())
-				}
-			}()
-		}
 	}
-
+	serveErr := n.serve()
+	n.log.Info("coordinator started", "raftAddr", n.st.RaftAddr(), "httpAddr", n.httpAdv, "dataDir", n.cfg.DataDir,
+		"driver", n.driver.Capabilities().Name, "join", n.cfg.Join != "")
+	if err := n.join(ctx); err != nil {
+		return err
+	}
 	var runErr error
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		runErr = fmt.Errorf("server: http: %w", err)
 	}
-	log.Info("coordinator stopping")
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	n.shutdown()
+	return runErr
+}
+
+// identity prepares the data dir, the node id and the bearer token.
+func (n *node) identity(context.Context) error {
+	if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("server: data dir: %w", err)
+	}
+	id, err := resolveNodeID(n.cfg.DataDir, n.cfg.NodeID)
+	if err != nil {
+		return err
+	}
+	n.id = id
+	n.log = n.log.With("node", id)
+	n.token, err = LoadOrCreateToken(n.cfg.TokenFile)
+	return err
+}
+
+// listen binds the HTTP address, the API socket and takes the extra
+// listeners.
+func (n *node) listen(context.Context) error {
+	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("server: http listen: %w", err)
+	}
+	n.listeners = append(n.listeners, ln)
+	if n.httpAdv, err = advertise(n.cfg.HTTPAdvertise, ln.Addr()); err != nil {
+		return err
+	}
+	if n.cfg.APISocket != "" {
+		_ = os.Remove(n.cfg.APISocket)
+		uln, err := net.Listen("unix", n.cfg.APISocket)
+		if err != nil {
+			return fmt.Errorf("server: api socket: %w", err)
+		}
+		n.listeners = append(n.listeners, uln)
+		if err := os.Chmod(n.cfg.APISocket, 0o600); err != nil {
+			return fmt.Errorf("server: api socket: %w", err)
+		}
+	}
+	n.listeners = append(n.listeners, n.cfg.Listeners...)
+	return nil
+}
+
+// openDriver selects and builds the compute driver.
+func (n *node) openDriver(context.Context) error {
+	named := n.cfg.DriverName
+	if n.cfg.Driver != nil {
+		named = n.cfg.Driver.Capabilities().Name
+	}
+	name, err := selectDriver(n.cfg.DataDir, named, n.cfg.Driver != nil)
+	if err != nil {
+		return err
+	}
+	if name == DriverMemory && named == "" {
+		n.log.Warn("no --driver: using the in-memory test driver in this dev data dir; no Agent runtime will run",
+			"dataDir", n.cfg.DataDir)
+	}
+	if n.cfg.Driver != nil {
+		n.driver = n.cfg.Driver
+		return nil
+	}
+	n.driver, err = newDriver(n.cfg, name)
+	return err
+}
+
+// openStore opens the Raft store; the activation engine runs while this
+// node leads.
+func (n *node) openStore(context.Context) error {
+	st, err := store.Open(store.Config{
+		NodeID: n.id, DataDir: n.cfg.DataDir, RaftBind: n.cfg.RaftAddr, RaftAdvertise: n.cfg.RaftAdvertise,
+		HTTPAddr: n.httpAdv, Bootstrap: n.cfg.Join == "", Timeouts: n.cfg.Timeouts, Clock: n.cfg.Clock, Log: n.log,
+		OnLeader: func(ctx context.Context, s *store.Store) { runEngine(ctx, n.cfg, s, n.driver, n.log) },
+	})
+	if err != nil {
+		return err
+	}
+	n.st = st
+	registerStoreMetrics(n.cfg.Metrics, st)
+	return nil
+}
+
+// serve starts the API on every listener; the channel receives the first
+// listener's failure.
+func (n *node) serve() <-chan error {
+	n.srv = &http.Server{
+		Handler: api.New(api.Config{Token: n.token, Log: n.log.With("component", "api"), Metrics: n.cfg.Metrics,
+			ForwardWrites: true, WithActor: store.WithActor}, backend{Store: n.st, driver: n.driver}),
+		ReadHeaderTimeout: readHeaderTimeout,
+	}
+	errc := make(chan error, len(n.listeners))
+	for _, ln := range n.listeners {
+		go func() {
+			if err := n.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	return errc
+}
+
+// join asks the members named in Join to add this node, in the background,
+// unless it already is a member.
+func (n *node) join(ctx context.Context) error {
+	if n.cfg.Join == "" {
+		return nil
+	}
+	member, err := n.st.IsMember(ctx)
+	if err != nil || member {
+		return err
+	}
+	req := wire.ClusterJoin{ID: n.id, RaftAddr: n.st.RaftAddr(), HTTPAddr: n.httpAdv}
+	go func() {
+		if err := joinCluster(ctx, n.log, n.cfg.Join, n.token, req); err != nil && ctx.Err() == nil {
+			n.log.Error("join failed", "error", err.Error())
+		}
+	}()
+	return nil
+}
+
+// shutdown hands leadership off and drains HTTP; close does the rest.
+func (n *node) shutdown() {
+	n.log.Info("coordinator stopping")
+	sctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
-	if st.IsLeader() {
+	if n.st.IsLeader() {
 		tctx, tcancel := context.WithTimeout(sctx, transferTimeout)
-		if err := st.TransferLeadership(tctx, ""); err != nil {
-			log.Info("leadership hand-off skipped", "error", err.Error())
+		if err := n.st.TransferLeadership(tctx, ""); err != nil {
+			n.log.Info("leadership hand-off skipped", "error", err.Error())
 		}
 		tcancel()
 	}
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("http shutdown", "error", err.Error())
+	if err := n.srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		n.log.Warn("http shutdown", "error", err.Error())
 	}
-	if err := st.Close(); err != nil {
-		log.Warn("store close", "error", err.Error())
+}
+
+// close releases whatever Run opened, in reverse order.
+func (n *node) close() {
+	if n.st != nil {
+		if err := n.st.Close(); err != nil {
+			n.log.Warn("store close", "error", err.Error())
+		}
 	}
-	log.Info("coordinator stopped")
-	return runErr
+	if n.driver != nil {
+		if s, ok := n.driver.(Shutdowner); ok {
+			ctx, cancel := context.WithTimeout(context.Background(), DriverShutdownTimeout)
+			s.Shutdown(ctx)
+			cancel()
+		}
+		if c, ok := n.driver.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
+	for _, ln := range n.listeners {
+		_ = ln.Close()
+	}
+	if n.st != nil {
+		n.log.Info("coordinator stopped")
+	}
 }
 
 // advertise picks the address others are told: the configured one, else the

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"oce.dev/oce/coordinator/api/wire"
 )
 
 func TestLoadOrCreateToken(t *testing.T) {
@@ -64,7 +66,7 @@ func TestJoinFollowsLeaderHint(t *testing.T) {
 		require.Equal(t, "Bearer tok", r.Header.Get("Authorization"))
 		b, _ := io.ReadAll(r.Body)
 		got.Store(string(b))
-		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("{}"))
 	}))
 	defer leader.Close()
 	var followerHits atomic.Int32
@@ -78,7 +80,7 @@ func TestJoinFollowsLeaderHint(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req := joinRequest{ID: "n2", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"}
+	req := wire.ClusterJoin{ID: "n2", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"}
 	require.NoError(t, joinCluster(ctx, slog.New(slog.DiscardHandler), follower.Listener.Addr().String(), "tok", req))
 	require.EqualValues(t, 1, followerHits.Load())
 	require.JSONEq(t, `{"id":"n2","raftAddr":"127.0.0.1:1","httpAddr":"127.0.0.1:2"}`, got.Load().(string))
@@ -91,7 +93,7 @@ func TestJoinGivesUpWithContext(t *testing.T) {
 	defer refusing.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	err := joinCluster(ctx, slog.New(slog.DiscardHandler), refusing.Listener.Addr().String(), "tok", joinRequest{ID: "n2"})
+	err := joinCluster(ctx, slog.New(slog.DiscardHandler), refusing.Listener.Addr().String(), "tok", wire.ClusterJoin{ID: "n2"})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
@@ -122,6 +124,6 @@ func TestRunEmbeddedDefaultLayout(t *testing.T) {
 
 func TestRunRejectsUnknownDriver(t *testing.T) {
 	err := Run(context.Background(), Config{DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-		Driver: "nope", Log: slog.New(slog.DiscardHandler)})
+		DriverName: "nope", Log: slog.New(slog.DiscardHandler)})
 	require.ErrorContains(t, err, "unknown driver")
 }

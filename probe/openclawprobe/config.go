@@ -5,16 +5,14 @@ import (
 	"fmt"
 	"strings"
 
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/modelref"
 )
 
 // credentialEnv is the variable OpenClaw reads a built-in provider's key
 // from (seed 001: the selected provider's OPENAI_API_KEY or
 // ANTHROPIC_API_KEY).
-var credentialEnv = map[string]string{
-	"openai":    "OPENAI_API_KEY",
-	"anthropic": "ANTHROPIC_API_KEY",
-}
+var credentialEnv = contract.ProviderKeyEnv
 
 // openclawRuntime pins the OpenClaw harness for the probed model.
 func openclawRuntime() map[string]any { return map[string]any{"id": "openclaw"} }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -280,6 +281,24 @@ func Command(opts Options, name string, args ...string) (*exec.Cmd, error) {
 	argv = append(argv, args...)
 	cmd := exec.Command(unshare, argv...)
 	return cmd, nil
+}
+
+// EnterCommand returns a command that runs name with args inside the
+// network and mount namespaces of the running process pid (one Command
+// started), through util-linux nsenter: a second process sharing the first
+// one's loopback-only network and private /tmp.
+func EnterCommand(pid int, name string, args ...string) (*exec.Cmd, error) {
+	nsenter, err := exec.LookPath("nsenter")
+	if err != nil {
+		return nil, fmt.Errorf("netns: nsenter not found: %w", err)
+	}
+	argv := []string{"--target", strconv.Itoa(pid), "--net", "--mount"}
+	if os.Geteuid() != 0 {
+		// Command mapped this user to root in a user namespace of its own.
+		argv = append(argv, "--user", "--preserve-credentials")
+	}
+	argv = append(append(argv, "--", name), args...)
+	return exec.Command(nsenter, argv...), nil
 }
 
 // Describe names the isolation in one line for logs.

@@ -1,9 +1,12 @@
 package netns
 
 import (
+	"fmt"
 	"net"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -74,4 +77,33 @@ func TestPIDNamespace(t *testing.T) {
 	b, err := os.ReadFile("/proc/1/cmdline")
 	require.NoError(t, err)
 	require.NotEmpty(t, b)
+}
+
+// TestEnterCommandSharesNamespaces: a second process joins the network and
+// mount namespaces of a Command (its private /tmp and its loopback).
+func TestEnterCommandSharesNamespaces(t *testing.T) {
+	holder, err := Command(Options{PrivateTmp: true}, "sh", "-c", "echo mark > /tmp/netns-enter-mark; exec sleep 60")
+	require.NoError(t, err)
+	require.NoError(t, holder.Start())
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	hostNet, err := os.Readlink("/proc/self/ns/net")
+	require.NoError(t, err)
+	var holderNet string
+	require.Eventually(t, func() bool {
+		holderNet, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/net", holder.Process.Pid))
+		if err != nil || holderNet == hostNet {
+			return false
+		}
+		check, err := EnterCommand(holder.Process.Pid, "cat", "/tmp/netns-enter-mark")
+		require.NoError(t, err)
+		out, err := check.Output()
+		return err == nil && strings.TrimSpace(string(out)) == "mark"
+	}, 10*time.Second, 20*time.Millisecond, "the entered process sees the holder's private /tmp")
+	enter, err := EnterCommand(holder.Process.Pid, "readlink", "/proc/self/ns/net")
+	require.NoError(t, err)
+	out, err := enter.Output()
+	require.NoError(t, err)
+	require.Equal(t, holderNet, strings.TrimSpace(string(out)), "the entered process shares the holder's network namespace")
+	require.NotEqual(t, hostNet, holderNet)
+	require.NoFileExists(t, "/tmp/netns-enter-mark", "the holder's /tmp is private")
 }

@@ -10,8 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
+
+	"oce.dev/oce/shared/atomicfile"
 )
 
 // ErrBadIdentity reports an identity file that is unreadable or inconsistent.
@@ -77,7 +78,7 @@ func (i *Identity) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, b, 0o600)
+	return atomicfile.Write(path, b, 0o600)
 }
 
 // LoadIdentity reads an identity written by Save and checks its consistency.
@@ -101,41 +102,6 @@ func LoadIdentity(path string) (*Identity, error) {
 		return nil, fmt.Errorf("%w: device id or public key does not match the private key", ErrBadIdentity)
 	}
 	return id, nil
-}
-
-// WriteFileAtomic writes data to path through a temp file in the same
-// directory: write, fsync, rename, fsync the directory.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // SignatureParams are the fields the connect signature covers.

@@ -15,18 +15,20 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
 // DefaultPort is the status server's port (OPENCLAW_RUNTIME_STATUS_PORT).
-const DefaultPort = 18791
+const DefaultPort = contract.StatusPort
 
 // DefaultAddr listens on every interface at DefaultPort: the Harness peer
 // reads the remote-status route over the pod network.
-const DefaultAddr = ":18791"
+var DefaultAddr = ":" + strconv.Itoa(contract.StatusPort)
 
 // ReadyTimeout is the overall budget of one readiness exec probe (§1.7).
 const ReadyTimeout = 2 * time.Second
@@ -41,16 +43,16 @@ const NotReadyReason = "runtime not ready"
 
 // Route paths.
 const (
-	PathReadyz             = "/readyz"
+	PathReadyz             = contract.RouteReadyz
 	PathLivez              = "/livez"
 	PathStartupz           = "/startupz"
 	PathStatus             = "/status"
-	PathRuntimeStatus      = "/openclaw/runtime/status"
+	PathRuntimeStatus      = contract.RouteRuntimeStatus
 	PathDiagnostics        = "/diagnostics"
 	PathRuntimeDiagnostics = "/openclaw/runtime/diagnostics"
 	PathRuntimeImage       = "/openclaw/runtime/image"
 	PathPluginStatus       = "/openclaw/plugin-runtime/status"
-	PathRemoteStatus       = "/openclaw/plugin-runtime/remote-status"
+	PathRemoteStatus       = contract.RouteRemoteStatus
 )
 
 // Plugin status phases.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/compute/memory"
 	"oce.dev/oce/coordinator/state"
@@ -141,16 +142,7 @@ func (b *Backend) LeaderHTTPAddr() string {
 	return b.leader
 }
 
-// ClusterInfo is the fake's cluster description.
-type ClusterInfo struct {
-	Members     []Member `json:"members"`
-	State       string   `json:"state"`
-	Leader      string   `json:"leader,omitempty"`
-	LastApplied uint64   `json:"lastApplied"`
-	Digest      string   `json:"digest"`
-}
-
-// Cluster describes the fake cluster.
+// Cluster describes the fake cluster in the API's own shape.
 func (b *Backend) Cluster(context.Context) (any, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -158,8 +150,13 @@ func (b *Backend) Cluster(context.Context) (any, error) {
 	if b.follower {
 		st = "Follower"
 	}
-	return ClusterInfo{Members: append([]Member(nil), b.members...), State: st, Leader: b.leader,
-		LastApplied: b.M.Applied(), Digest: b.M.Digest()}, nil
+	out := wire.Cluster{NodeID: "node-1", State: st, LeaderHTTP: b.leader, LastApplied: b.M.Applied(),
+		Digest: b.M.Digest(), Members: []wire.Member{}}
+	for _, m := range b.members {
+		out.Members = append(out.Members, wire.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr,
+			Suffrage: "voter", Leader: !b.follower && m.ID == "node-1"})
+	}
+	return out, nil
 }
 
 // ErrInvalidMember is returned for unknown or duplicate members.

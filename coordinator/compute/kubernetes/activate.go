@@ -10,6 +10,8 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
 // ActivateRevision implements compute.Driver. It repeats the readiness
@@ -26,7 +28,7 @@ func (d *Driver) ActivateRevision(ctx context.Context, rev state.Revision) error
 		return err
 	}
 	if !r.Ready {
-		return compute.Transient(CodeActivationPending, fmt.Errorf("%w: %s", ErrNotReady, r.Reason))
+		return compute.Transient(codes.ActivationPending, fmt.Errorf("%w: %s", ErrNotReady, r.Reason))
 	}
 	gw, err := d.c.AppsV1().Deployments(p.gw).Get(ctx, p.n.gateway, metav1.GetOptions{})
 	if err != nil {
@@ -47,7 +49,7 @@ func (d *Driver) ActivateRevision(ctx context.Context, rev state.Revision) error
 	if err := d.route(ctx, p.gw, p.n.gateway, p.agentOwn, gatewayServiceSelector(p, true)); err != nil {
 		return err
 	}
-	if p.topo == topoDedicatedCodex {
+	if p.topo == contract.DedicatedCodex {
 		return d.route(ctx, p.dp, p.n.agent, p.agentOwn, harnessServiceSelector(p, true))
 	}
 	return nil

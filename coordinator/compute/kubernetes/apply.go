@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/shared/codes"
 )
 
 // getCreator is the part of a typed client-go resource client ensure uses.
@@ -64,10 +65,10 @@ func deleteExact(ctx context.Context, c deleter, name string, uid types.UID, rv 
 }
 
 func foreign(ns, name string) error {
-	return compute.Permanent(CodeForeignWorkload, fmt.Errorf("%w: %s/%s", ErrForeignWorkload, ns, name))
+	return compute.Permanent(codes.ForeignWorkload, fmt.Errorf("%w: %s/%s", ErrForeignWorkload, ns, name))
 }
 
-func transient(err error) error { return compute.Transient(CodeTransient, err) }
+func transient(err error) error { return compute.Transient(codes.TransientDependency, err) }
 
 func randomToken() []byte {
 	b := make([]byte, 32)

@@ -18,6 +18,8 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
 // Name is the default driver name (a revision's ComputeID).
@@ -44,14 +46,10 @@ const (
 
 	WorkspaceClaimSize    = "40Gi"
 	GatewayStateClaimSize = "10Gi"
-
-	GatewayPort      = 18789
-	AppServerPort    = 18790
-	PluginStatusPort = 18791
 )
 
 // Sentinel errors callers branch on; the driver wraps them in compute.Error
-// with the codes below.
+// with codes of shared/codes.
 var (
 	ErrInvalidTarget   = errors.New("kubernetes: invalid target")
 	ErrForeignWorkload = errors.New("kubernetes: object exists with a different owner")
@@ -60,18 +58,6 @@ var (
 	ErrNotEmpty        = errors.New("kubernetes: namespace still holds Agent resources")
 	ErrStillRunning    = errors.New("kubernetes: pods still present after the stop deadline")
 	ErrUnsupported     = errors.New("kubernetes: unsupported topology or harness auth")
-)
-
-// Closed-set codes of the compute.Errors the driver returns.
-const (
-	CodeInvalidTarget      = "INVALID_TARGET"
-	CodeForeignWorkload    = "FOREIGN_WORKLOAD"
-	CodeTransient          = "TRANSIENT_DEPENDENCY"
-	CodeActivationPending  = "ACTIVATION_PENDING"
-	CodeNamespaceNotEmpty  = "NAMESPACE_NOT_EMPTY"
-	CodeStopTimeout        = "STOP_TIMEOUT"
-	CodeUnsupported        = "COMPUTE_DRIVER_MISMATCH"
-	CodeCredentialsMissing = "HARNESS_AUTH_REQUIRED"
 )
 
 // Credentials resolves a revision's harnessAuth binding (see compute.Credentials).
@@ -170,35 +156,26 @@ func New(cfg Config, client kubernetes.Interface) (*Driver, error) {
 func (d *Driver) Capabilities() compute.Capabilities {
 	return compute.Capabilities{
 		Name: d.cfg.Name,
-		Topologies: map[compute.Topology][]string{
-			{Harness: state.HarnessOpenClaw, Mode: state.ModeEmbedded}: {"api_key"},
-			{Harness: state.HarnessCodex, Mode: state.ModeDedicated}:   {"api_key", "codex_pat", "oauth", "chatgpt_service_account", "credential_source"},
+		Topologies: map[contract.Topology][]string{
+			contract.Embedded:       {"api_key"},
+			contract.DedicatedCodex: {"api_key", "codex_pat", "oauth", "chatgpt_service_account", "credential_source"},
 		},
 		StoppedPredecessors: map[string]bool{state.ModeDedicated: true},
 	}
 }
 
-// topology of a revision.
-type topology int
-
-const (
-	topoEmbedded topology = iota + 1
-	topoDedicatedCodex
-)
-
-func topologyOf(rev state.Revision) (topology, error) {
-	switch {
-	case rev.Harness.ID == state.HarnessOpenClaw && rev.Mode == state.ModeEmbedded:
-		return topoEmbedded, nil
-	case rev.Harness.ID == state.HarnessCodex && rev.Mode == state.ModeDedicated:
-		return topoDedicatedCodex, nil
+// topologyOf is the revision's topology when the driver runs it.
+func topologyOf(rev state.Revision) (contract.Topology, error) {
+	switch t, _ := contract.Of(rev.Harness.ID, rev.Mode); t {
+	case contract.Embedded, contract.DedicatedCodex:
+		return t, nil
 	}
-	return 0, compute.Permanent(CodeUnsupported, ErrUnsupported)
+	return "", compute.Permanent(codes.ComputeDriverMismatch, ErrUnsupported)
 }
 
 // gatewayNamespaceOf is where the revision's Gateway runs.
-func gatewayNamespaceOf(rev state.Revision, t topology) string {
-	if t == topoEmbedded {
+func gatewayNamespaceOf(rev state.Revision, t contract.Topology) string {
+	if t == contract.Embedded {
 		return DataPlaneNamespace(rev.NamespaceID)
 	}
 	return GatewayNamespace(rev.NamespaceID)

@@ -14,6 +14,8 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
 func newFake(t *testing.T) (*Driver, *fake.Clientset) {
@@ -29,9 +31,9 @@ func newFakeStatus(t *testing.T) (*Driver, *fake.Clientset, *fakeStatus) {
 		StorageClass: "kwok-volume", PollInterval: time.Millisecond, GatewayStopWait: time.Second, HarnessStopWait: time.Second,
 		Credentials: CredentialsFunc(func(_ context.Context, rev state.Revision) (map[string][]byte, error) {
 			if rev.Mode == state.ModeEmbedded {
-				return map[string][]byte{KeyModelAPIKey: []byte("sk-test-embedded")}, nil
+				return map[string][]byte{contract.SecretModelAPIKey: []byte("sk-test-embedded")}, nil
 			}
-			return map[string][]byte{KeyOpenAIAPIKey: []byte("sk-test-codex")}, nil
+			return map[string][]byte{contract.SecretOpenAIAPIKey: []byte("sk-test-codex")}, nil
 		})}, cs)
 	require.NoError(t, err)
 	return d, cs, st
@@ -79,7 +81,7 @@ func TestEnsureNamespaceLabelsAndForeign(t *testing.T) {
 	require.NoError(t, err)
 	err = d.EnsureNamespace(ctx, state.Namespace{ID: "ns9"})
 	code, permanent := compute.ErrorCode(err, "")
-	require.Equal(t, CodeForeignWorkload, code)
+	require.Equal(t, codes.ForeignWorkload, code)
 	require.True(t, permanent)
 	require.ErrorIs(t, err, ErrForeignNS)
 
@@ -252,7 +254,7 @@ func TestUnsupportedTopology(t *testing.T) {
 	rev.Harness.ID = state.HarnessOpenClaw
 	err := d.PrepareRevision(context.Background(), rev)
 	code, permanent := compute.ErrorCode(err, "")
-	require.Equal(t, CodeUnsupported, code)
+	require.Equal(t, codes.ComputeDriverMismatch, code)
 	require.True(t, permanent)
 }
 
@@ -262,7 +264,7 @@ func TestInvalidIDsArePermanent(t *testing.T) {
 	err := d.PrepareRevision(context.Background(), rev)
 	require.ErrorIs(t, err, ErrInvalidTarget)
 	code, permanent := compute.ErrorCode(err, "")
-	require.Equal(t, CodeInvalidTarget, code)
+	require.Equal(t, codes.InvalidTarget, code)
 	require.True(t, permanent)
 }
 

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/shared/codes"
 )
 
 // One-use enrollment Secret keys (seed 000 step 2, REFERENCE §4.2). The
@@ -50,7 +51,7 @@ func (d *Driver) servingGateway(ctx context.Context, p *plan) (Endpoint, Readine
 }
 
 func statusErr(op string, err error) error {
-	return compute.Transient(CodeTransient, fmt.Errorf("gateway status %s: %w", op, err))
+	return compute.Transient(codes.TransientDependency, fmt.Errorf("gateway status %s: %w", op, err))
 }
 
 // ensureEnrollment delivers the workspace node's one-use setup code: once

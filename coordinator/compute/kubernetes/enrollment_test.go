@@ -19,6 +19,8 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
 // fakeStatus is a GatewayStatus over an in-memory Gateway: it mints codes
@@ -178,7 +180,7 @@ func TestEnrollmentStatusErrorsAreTransient(t *testing.T) {
 		require.ErrorIs(t, err, boom)
 		var ce *compute.Error
 		require.ErrorAs(t, err, &ce)
-		require.Equal(t, CodeTransient, ce.Code)
+		require.Equal(t, codes.TransientDependency, ce.Code)
 		require.False(t, ce.Permanent)
 	}
 	require.Empty(t, enrollmentOf(t, cs, p).Data, "a failed call changes nothing")
@@ -213,7 +215,7 @@ func TestHTTPGatewayStatus(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
 	_, err := cs.CoreV1().Secrets("gw").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pw", Namespace: "gw"},
-		Data: map[string][]byte{KeyStatusToken: []byte("tok-1\n")}}, metav1.CreateOptions{})
+		Data: map[string][]byte{contract.SecretStatusToken: []byte("tok-1\n")}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer tok-1" {
@@ -254,7 +256,7 @@ func TestHTTPGatewayStatus(t *testing.T) {
 		if name == "wrong bearer" {
 			s, err := cs.CoreV1().Secrets("gw").Get(ctx, "pw", metav1.GetOptions{})
 			require.NoError(t, err)
-			s.Data[KeyStatusToken] = []byte("tok-2")
+			s.Data[contract.SecretStatusToken] = []byte("tok-2")
 			_, err = cs.CoreV1().Secrets("gw").Update(ctx, s, metav1.UpdateOptions{})
 			require.NoError(t, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/contract"
 )
 
 // StatusRequestTimeout bounds one call to a Gateway's status server.
@@ -26,12 +27,8 @@ const StatusRequestTimeout = 10 * time.Second
 // driver reports it as a transient dependency failure.
 var ErrGatewayStatus = errors.New("kubernetes: gateway status call failed")
 
-// Node is one workspace node the Gateway knows (GET /oce/v1/nodes).
-type Node struct {
-	NodeID    string   `json:"nodeId"`
-	Connected bool     `json:"connected"`
-	Commands  []string `json:"commands,omitempty"`
-}
+// Node is one workspace node the Gateway knows (contract.RouteNodes).
+type Node = contract.Node
 
 // Endpoint names the ready Gateway Pod serving a dedicated revision's
 // bootstrap (its own candidate Gateway, or the healthy predecessor's).
@@ -41,12 +38,12 @@ type Endpoint struct {
 	RevisionID  string // the revision the serving Gateway runs
 	Pod         string // the single ready Gateway Pod
 	PodIP       string // its IP (status.podIP)
-	TokenSecret string // Secret in Namespace whose KeyStatusToken is the status bearer
+	TokenSecret string // Secret in Namespace whose contract.SecretStatusToken is the status bearer
 }
 
 // ServiceURL is the status server behind the Agent's Gateway Service.
 func (e Endpoint) ServiceURL() string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", e.Service, e.Namespace, PluginStatusPort)
+	return fmt.Sprintf("http://%s.%s.svc:%d", e.Service, e.Namespace, contract.StatusPort)
 }
 
 // GatewayStatus is the driver's view of a Gateway's authenticated status
@@ -59,14 +56,14 @@ type GatewayStatus interface {
 
 // HTTPGatewayStatus calls the serving Gateway Pod's status server
 // (http://<podIP>:<Port>) with the per-Agent status bearer it reads from
-// the Agent-owned password Secret (key KeyStatusToken) the driver created
+// the Agent-owned password Secret (key contract.SecretStatusToken) the driver created
 // and projected into the Gateway as OCE_STATUS_TOKEN_FILE. It dials the
 // Pod rather than the Service because before activation the Gateway
 // Service carries its inactive selector and has no endpoints.
 type HTTPGatewayStatus struct {
 	Client kubernetes.Interface
 	HTTP   *http.Client // nil: a client with StatusRequestTimeout
-	Port   int          // 0: PluginStatusPort
+	Port   int          // 0: contract.StatusPort
 }
 
 func (h *HTTPGatewayStatus) base(gw Endpoint) (string, error) {
@@ -75,7 +72,7 @@ func (h *HTTPGatewayStatus) base(gw Endpoint) (string, error) {
 	}
 	port := h.Port
 	if port == 0 {
-		port = PluginStatusPort
+		port = contract.StatusPort
 	}
 	return "http://" + net.JoinHostPort(gw.PodIP, strconv.Itoa(port)), nil
 }
@@ -92,9 +89,9 @@ func (h *HTTPGatewayStatus) do(ctx context.Context, method string, gw Endpoint, 
 	if err != nil {
 		return fmt.Errorf("%w: read status token: %w", ErrGatewayStatus, err)
 	}
-	tok := bytes.TrimSpace(s.Data[KeyStatusToken])
+	tok := bytes.TrimSpace(s.Data[contract.SecretStatusToken])
 	if len(tok) == 0 {
-		return fmt.Errorf("%w: status token secret %s/%s has no %s", ErrGatewayStatus, gw.Namespace, gw.TokenSecret, KeyStatusToken)
+		return fmt.Errorf("%w: status token secret %s/%s has no %s", ErrGatewayStatus, gw.Namespace, gw.TokenSecret, contract.SecretStatusToken)
 	}
 	hc := h.HTTP
 	if hc == nil {
@@ -123,13 +120,10 @@ func (h *HTTPGatewayStatus) do(ctx context.Context, method string, gw Endpoint, 
 	return nil
 }
 
-// SetupCode implements GatewayStatus (POST /oce/v1/setup-code).
+// SetupCode implements GatewayStatus (POST contract.RouteSetupCode).
 func (h *HTTPGatewayStatus) SetupCode(ctx context.Context, _ state.Revision, gw Endpoint) (string, int64, error) {
-	var r struct {
-		SetupCode   string `json:"setupCode"`
-		ExpiresAtMs int64  `json:"expiresAtMs"`
-	}
-	if err := h.do(ctx, http.MethodPost, gw, "/oce/v1/setup-code", &r); err != nil {
+	var r contract.SetupCodeResponse
+	if err := h.do(ctx, http.MethodPost, gw, contract.RouteSetupCode, &r); err != nil {
 		return "", 0, err
 	}
 	if r.SetupCode == "" || r.ExpiresAtMs <= 0 {
@@ -138,12 +132,10 @@ func (h *HTTPGatewayStatus) SetupCode(ctx context.Context, _ state.Revision, gw 
 	return r.SetupCode, r.ExpiresAtMs, nil
 }
 
-// Nodes implements GatewayStatus (GET /oce/v1/nodes).
+// Nodes implements GatewayStatus (GET contract.RouteNodes).
 func (h *HTTPGatewayStatus) Nodes(ctx context.Context, _ state.Revision, gw Endpoint) ([]Node, error) {
-	var r struct {
-		Nodes []Node `json:"nodes"`
-	}
-	if err := h.do(ctx, http.MethodGet, gw, "/oce/v1/nodes", &r); err != nil {
+	var r contract.NodesResponse
+	if err := h.do(ctx, http.MethodGet, gw, contract.RouteNodes, &r); err != nil {
 		return nil, err
 	}
 	return r.Nodes, nil

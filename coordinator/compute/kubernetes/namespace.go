@@ -13,6 +13,7 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
 )
 
 func nsOwnerLabels(id string, gateway bool) map[string]string {
@@ -44,7 +45,7 @@ func nsOwned(ns *corev1.Namespace, id string, gateway bool) bool {
 
 func validNamespaceID(id string) error {
 	if id == "" || len(validation.IsValidLabelValue(id)) > 0 {
-		return compute.Permanent(CodeInvalidTarget, fmt.Errorf("%w: namespace id %q", ErrInvalidTarget, id))
+		return compute.Permanent(codes.InvalidTarget, fmt.Errorf("%w: namespace id %q", ErrInvalidTarget, id))
 	}
 	return nil
 }
@@ -77,7 +78,7 @@ func (d *Driver) EnsureNamespace(ctx context.Context, ns state.Namespace) error 
 		case err != nil:
 			return transient(err)
 		case !nsOwned(cur, ns.ID, gw):
-			return compute.Permanent(CodeForeignWorkload, fmt.Errorf("%w: %s", ErrForeignNS, name))
+			return compute.Permanent(codes.ForeignWorkload, fmt.Errorf("%w: %s", ErrForeignNS, name))
 		case cur.DeletionTimestamp != nil:
 			return transient(fmt.Errorf("namespace %s is terminating", name))
 		}
@@ -111,7 +112,7 @@ func (d *Driver) requireGatewayNamespace(ctx context.Context, namespaceID string
 		return transient(err)
 	}
 	if !nsOwned(cur, namespaceID, true) {
-		return compute.Permanent(CodeForeignWorkload, fmt.Errorf("%w: %s", ErrForeignNS, name))
+		return compute.Permanent(codes.ForeignWorkload, fmt.Errorf("%w: %s", ErrForeignNS, name))
 	}
 	return nil
 }
@@ -128,7 +129,7 @@ func (d *Driver) requireDataPlaneNamespace(ctx context.Context, namespaceID stri
 		return transient(err)
 	}
 	if !nsOwned(cur, namespaceID, false) {
-		return compute.Permanent(CodeForeignWorkload, fmt.Errorf("%w: %s", ErrForeignNS, name))
+		return compute.Permanent(codes.ForeignWorkload, fmt.Errorf("%w: %s", ErrForeignNS, name))
 	}
 	return nil
 }
@@ -192,7 +193,7 @@ func (d *Driver) DeleteNamespace(ctx context.Context, ns state.Namespace) error 
 				return transient(err)
 			}
 			if n > 0 {
-				return compute.Transient(CodeNamespaceNotEmpty, fmt.Errorf("%w: %s holds Agent %s", ErrNotEmpty, name, k.name))
+				return compute.Transient(codes.NamespaceNotEmpty, fmt.Errorf("%w: %s holds Agent %s", ErrNotEmpty, name, k.name))
 			}
 		}
 		pods, err := d.c.CoreV1().Pods(name).List(ctx, metav1.ListOptions{LabelSelector: LabelAgent})
@@ -200,7 +201,7 @@ func (d *Driver) DeleteNamespace(ctx context.Context, ns state.Namespace) error 
 			return transient(err)
 		}
 		if len(pods.Items) > 0 {
-			return compute.Transient(CodeNamespaceNotEmpty, fmt.Errorf("%w: %s holds Agent pods", ErrNotEmpty, name))
+			return compute.Transient(codes.NamespaceNotEmpty, fmt.Errorf("%w: %s holds Agent pods", ErrNotEmpty, name))
 		}
 		if cur.DeletionTimestamp != nil {
 			continue

@@ -9,6 +9,7 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/contract"
 )
 
 // ObserveRevision implements compute.Driver. Dedicated: the Harness must
@@ -37,7 +38,7 @@ func (d *Driver) podReadiness(ctx context.Context, ns string, want map[string]st
 }
 
 func (d *Driver) revisionReadiness(ctx context.Context, p *plan) (Readiness, error) {
-	if p.topo == topoDedicatedCodex {
+	if p.topo == contract.DedicatedCodex {
 		hr, err := d.podReadiness(ctx, p.dp, p.harnessWantLabels())
 		if err != nil || !hr.Ready {
 			if hr.HeldCode == "" && hr.Reason != "" {
@@ -75,7 +76,7 @@ func (d *Driver) gatewayReadiness(ctx context.Context, p *plan) (Readiness, stri
 		r, err := d.podReadiness(ctx, p.gw, p.gatewayWantLabels())
 		return r, running, err
 	}
-	if p.topo == topoEmbedded {
+	if p.topo == contract.Embedded {
 		cm, err := d.c.CoreV1().ConfigMaps(p.gw).Get(ctx, p.n.gatewayConfig, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return Readiness{Reason: ReasonGatewayMissing}, running, nil

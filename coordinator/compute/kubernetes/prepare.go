@@ -13,10 +13,12 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
 // modelKeys are the only Secret keys a model credential may use.
-var modelKeys = map[string]bool{KeyModelAPIKey: true, KeyOpenAIAPIKey: true, KeyCodexToken: true, "anthropic-api-key": true}
+var modelKeys = map[string]bool{contract.SecretModelAPIKey: true, contract.SecretOpenAIAPIKey: true, contract.SecretCodexAccessToken: true, "anthropic-api-key": true}
 
 func (d *Driver) credentials(ctx context.Context, rev state.Revision) (map[string][]byte, []string, error) {
 	if d.cfg.Credentials == nil {
@@ -24,12 +26,12 @@ func (d *Driver) credentials(ctx context.Context, rev state.Revision) (map[strin
 	}
 	data, err := d.cfg.Credentials.Resolve(ctx, rev)
 	if err != nil {
-		return nil, nil, compute.Transient(CodeCredentialsMissing, fmt.Errorf("resolve harness auth: %w", err))
+		return nil, nil, compute.Transient(codes.HarnessAuthRequired, fmt.Errorf("resolve harness auth: %w", err))
 	}
 	keys := make([]string, 0, len(data))
 	for k := range data {
 		if !modelKeys[k] {
-			return nil, nil, compute.Permanent(CodeCredentialsMissing, fmt.Errorf("%w: credential key %q", ErrUnsupported, k))
+			return nil, nil, compute.Permanent(codes.HarnessAuthRequired, fmt.Errorf("%w: credential key %q", ErrUnsupported, k))
 		}
 		keys = append(keys, k)
 	}
@@ -57,7 +59,7 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 			return err
 		}
 		if ok {
-			if p.topo == topoDedicatedCodex {
+			if p.topo == contract.DedicatedCodex {
 				return d.ensureEnrollment(ctx, p)
 			}
 			return nil
@@ -66,7 +68,7 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 	if err := d.requireDataPlaneNamespace(ctx, rev.NamespaceID); err != nil {
 		return err
 	}
-	if p.topo == topoDedicatedCodex {
+	if p.topo == contract.DedicatedCodex {
 		if err := d.requireGatewayNamespace(ctx, rev.NamespaceID); err != nil {
 			return err
 		}
@@ -87,7 +89,7 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 		return err
 	}
 	d.setPrepared(rev.ID, levelComplete)
-	if p.topo == topoDedicatedCodex {
+	if p.topo == contract.DedicatedCodex {
 		return d.ensureEnrollment(ctx, p)
 	}
 	return nil
@@ -104,7 +106,7 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 		return err
 	}
 	if _, err := ensure(ctx, core.Secrets(p.gw), secret(p.n.password, p.gw, ao,
-		map[string][]byte{KeyGatewayPassword: randomToken(), KeyStatusToken: randomToken()}), ao); err != nil {
+		map[string][]byte{contract.SecretGatewayPassword: randomToken(), contract.SecretStatusToken: randomToken()}), ao); err != nil {
 		return err
 	}
 	if _, err := ensure(ctx, core.PersistentVolumeClaims(p.gw), claim(p.n.gatewayState, p.gw, ao, GatewayStateClaimSize, d.cfg.StorageClass), ao); err != nil {
@@ -113,7 +115,7 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 	if _, err := ensure(ctx, core.Services(p.gw), gatewayService(p, false), ao); err != nil {
 		return err
 	}
-	if p.topo == topoDedicatedCodex {
+	if p.topo == contract.DedicatedCodex {
 		if _, err := ensure(ctx, core.ServiceAccounts(p.dp), serviceAccount(p.n.agent, p.dp, ao), ao); err != nil {
 			return err
 		}
@@ -123,7 +125,7 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 		// The transport Secret exists once per physical namespace with the
 		// same values: the two sides share no Secret reference.
 		gwT, err := ensure(ctx, core.Secrets(p.gw), secret(p.n.transport, p.gw, ao,
-			map[string][]byte{KeyAppServerToken: randomToken(), KeyPluginStatusKey: randomToken()}), ao)
+			map[string][]byte{contract.SecretAppServerToken: randomToken(), contract.SecretPluginStatusKey: randomToken()}), ao)
 		if err != nil {
 			return err
 		}
@@ -149,7 +151,7 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 			return err
 		}
 	}
-	if p.topo == topoDedicatedCodex {
+	if p.topo == contract.DedicatedCodex {
 		if _, err := ensure(ctx, core.ConfigMaps(p.dp), configMap(p.n.harnessConfig, p.dp, ro, configKeyNative, rev.Document), ro); err != nil {
 			return err
 		}
@@ -181,7 +183,7 @@ func (d *Driver) stillPrepared(ctx context.Context, p *plan) (bool, error) {
 	if gw.DeletionTimestamp != nil {
 		return false, nil
 	}
-	if p.topo == topoEmbedded {
+	if p.topo == contract.Embedded {
 		return true, nil
 	}
 	if gw.Labels[LabelRevision] != p.rev.ID && !deploymentHealthy(gw) {
@@ -214,7 +216,7 @@ func (d *Driver) prepareGateway(ctx context.Context, p *plan, keys []string) (bo
 	if exists && cur.Labels[LabelRevision] == p.rev.ID {
 		return true, nil
 	}
-	if p.topo == topoEmbedded {
+	if p.topo == contract.Embedded {
 		if exists {
 			return true, nil // staged: activation switches the shared Gateway (Recreate)
 		}

@@ -13,34 +13,25 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
-// In-container paths (docs/RUNTIME-CONTRACT.md).
+// In-container paths (shared/contract, docs/RUNTIME-CONTRACT.md).
 const (
-	pathSecrets       = "/var/run/oce/secrets"
-	pathEnrollment    = "/var/run/oce/enrollment"
-	pathHome          = "/home/node"
-	pathState         = "/home/node/.openclaw"
-	pathWorkspace     = "/home/node/workspace"
-	pathCodexHome     = "/home/node/.codex"
-	pathGatewayConfig = "/etc/openclaw/openclaw.json"
-	pathNativeConfig  = "/etc/oce/native-config.json"
-	pathNodehost      = "/usr/local/bin/nodehost"
+	pathSecrets       = contract.PathSecretsDir
+	pathEnrollment    = contract.PathEnrollmentDir
+	pathHome          = contract.PathHome
+	pathState         = contract.PathOpenClawState
+	pathWorkspace     = contract.PathWorkspace
+	pathCodexHome     = contract.PathCodexHome
+	pathGatewayConfig = contract.PathAdmittedConfig
+	pathNativeConfig  = contract.PathNativeConfig
+	pathNodehost      = contract.PathNodehostBin
 
 	configKeyGateway = "openclaw.json"
 	configKeyNative  = "native-config.json"
-	enrollmentKey    = "enrollment"
-)
-
-// Secret keys (file names under OCE_SECRETS_DIR).
-const (
-	KeyGatewayPassword = "gateway-password"
-	KeyStatusToken     = "status-token"
-	KeyAppServerToken  = "app-server-token"
-	KeyPluginStatusKey = "plugin-status-key"
-	KeyModelAPIKey     = "model-api-key"
-	KeyOpenAIAPIKey    = "openai-api-key"
-	KeyCodexToken      = "codex-access-token"
+	enrollmentKey    = contract.EnrollmentFile
 )
 
 // privateRanges are excluded from model egress (REFERENCE §8.3).
@@ -49,7 +40,7 @@ var privateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "1
 // plan is everything one revision renders to, in creation order.
 type plan struct {
 	rev       state.Revision
-	topo      topology
+	topo      contract.Topology
 	n         names
 	dp, gw    string // data-plane and Gateway namespaces (equal for embedded)
 	own       owner  // revision owner
@@ -65,7 +56,7 @@ func (d *Driver) planFor(rev state.Revision) (*plan, error) {
 	}
 	o := revisionOwner(rev)
 	if err := o.validate(); err != nil {
-		return nil, compute.Permanent(CodeInvalidTarget, err)
+		return nil, compute.Permanent(codes.InvalidTarget, err)
 	}
 	p := &plan{rev: rev, topo: t, n: namesFor(rev.AgentID, rev.ID), dp: DataPlaneNamespace(rev.NamespaceID),
 		gw: gatewayNamespaceOf(rev, t), own: o, agentOwn: o.agentOnly()}
@@ -182,31 +173,24 @@ func projected(name string, keys ...string) corev1.VolumeProjection {
 }
 
 func (p *plan) gatewayURL() string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", p.n.gateway, p.gw, GatewayPort)
+	return fmt.Sprintf("http://%s.%s.svc:%d", p.n.gateway, p.gw, contract.GatewayPort)
 }
 
 func (p *plan) harnessHost() string { return fmt.Sprintf("%s.%s.svc", p.n.agent, p.dp) }
-
-func topologyName(t topology) string {
-	if t == topoEmbedded {
-		return "embedded"
-	}
-	return "dedicated-codex"
-}
 
 // gatewayDeployment renders the Agent's stable Gateway Deployment running
 // this revision. Its selector carries no revision (activation switches the
 // template); its metadata names the revision it runs.
 func (d *Driver) gatewayDeployment(p *plan, modelKeys []string) *appsv1.Deployment {
-	embedded := p.topo == topoEmbedded
+	embedded := p.topo == contract.Embedded
 	e := env(
-		"OCE_NAMESPACE_ID", p.rev.NamespaceID, "OCE_AGENT_ID", p.rev.AgentID, "OCE_REVISION_ID", p.rev.ID,
-		"OCE_STATUS_ADDR", fmt.Sprintf(":%d", PluginStatusPort), "OCE_SECRETS_DIR", pathSecrets,
-		"OCE_STATUS_TOKEN_FILE", pathSecrets+"/"+KeyStatusToken, "TMPDIR", "/tmp",
-		"OCE_TOPOLOGY", topologyName(p.topo), "OPENCLAW_CONFIG_PATH", pathGatewayConfig,
-		"OCE_GATEWAY_CONFIG_DIR", pathState+"/config", "OPENCLAW_STATE_DIR", pathState,
-		"OPENCLAW_GATEWAY_PORT", fmt.Sprint(GatewayPort), "OCE_GATEWAY_BIND", "lan",
-		"OCE_GATEWAY_PUBLIC_URL", p.gatewayURL(), "OCE_PLUGINS", strings.Join(p.rev.Plugins, ","),
+		contract.EnvNamespaceID, p.rev.NamespaceID, contract.EnvAgentID, p.rev.AgentID, contract.EnvRevisionID, p.rev.ID,
+		contract.EnvStatusAddr, fmt.Sprintf(":%d", contract.StatusPort), contract.EnvSecretsDir, pathSecrets,
+		contract.EnvStatusTokenFile, pathSecrets+"/"+contract.SecretStatusToken, contract.EnvTmpDir, "/tmp",
+		contract.EnvTopology, string(p.topo), contract.EnvAdmittedConfig, pathGatewayConfig,
+		contract.EnvGatewayConfigDir, contract.PathGatewayConfigDir, contract.EnvOpenClawStateDir, pathState,
+		contract.EnvGatewayPort, fmt.Sprint(contract.GatewayPort), contract.EnvGatewayBind, contract.BindLAN,
+		contract.EnvGatewayPublicURL, p.gatewayURL(), contract.EnvPlugins, strings.Join(p.rev.Plugins, ","),
 	)
 	mounts := append(baseMounts(),
 		corev1.VolumeMount{Name: "gateway-state", MountPath: pathState, SubPath: "state"},
@@ -215,10 +199,10 @@ func (d *Driver) gatewayDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 		corev1.VolumeMount{Name: "config", MountPath: pathGatewayConfig, SubPath: configKeyGateway, ReadOnly: true},
 		corev1.VolumeMount{Name: "secrets", MountPath: pathSecrets, ReadOnly: true},
 	)
-	sources := []corev1.VolumeProjection{projected(p.n.password, KeyGatewayPassword, KeyStatusToken)}
+	sources := []corev1.VolumeProjection{projected(p.n.password, contract.SecretGatewayPassword, contract.SecretStatusToken)}
 	dirs := []string{"state", "agent", "media"}
 	if embedded {
-		e = append(e, env("OCE_WORKSPACE_DIR", pathWorkspace)...)
+		e = append(e, env(contract.EnvWorkspaceDir, pathWorkspace)...)
 		mounts = append(mounts, corev1.VolumeMount{Name: "gateway-state", MountPath: pathWorkspace, SubPath: "sessions/workspace"})
 		dirs = append(dirs, "sessions/workspace")
 		if len(modelKeys) > 0 {
@@ -226,10 +210,10 @@ func (d *Driver) gatewayDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 		}
 	} else {
 		e = append(e, env(
-			"OCE_PEER_STATUS_URL", fmt.Sprintf("http://%s:%d/openclaw/plugin-runtime/remote-status", p.harnessHost(), PluginStatusPort),
-			"OCE_APP_SERVER_URL", fmt.Sprintf("ws://%s:%d", p.harnessHost(), AppServerPort),
+			contract.EnvPeerStatusURL, contract.PeerStatusURL(p.harnessHost(), contract.StatusPort),
+			contract.EnvAppServerURL, contract.AppServerURL(p.harnessHost(), contract.AppServerPort),
 		)...)
-		sources = append(sources, projected(p.n.transport, KeyAppServerToken, KeyPluginStatusKey))
+		sources = append(sources, projected(p.n.transport, contract.SecretAppServerToken, contract.SecretPluginStatusKey))
 	}
 	volumes := append(emptyDirs(),
 		corev1.Volume{Name: "gateway-state", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.n.gatewayState}}},
@@ -263,8 +247,8 @@ func (d *Driver) gatewayDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 						Name: "gateway", Image: d.cfg.GatewayImage,
 						Command: []string{"tini", "-s", "-e", "143", "--", "gatewayd"},
 						Env:     e,
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: GatewayPort},
-							{Name: "plugin-status", ContainerPort: PluginStatusPort}},
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: contract.GatewayPort},
+							{Name: "plugin-status", ContainerPort: contract.StatusPort}},
 						ReadinessProbe:  execProbe("gatewayd", "ready"),
 						StartupProbe:    startupProbe("gatewayd", "ready"),
 						SecurityContext: containerSecurityContext(),
@@ -282,21 +266,22 @@ func (d *Driver) gatewayDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 // harnessDeployment renders the dedicated Codex Harness (harnessd with its
 // companion nodehost) in the data-plane namespace.
 func (d *Driver) harnessDeployment(p *plan, modelKeys []string) *appsv1.Deployment {
-	login := "api_key"
+	login := contract.LoginAPIKey
 	if a := p.rev.HarnessAuth; a != nil && a.Method != "" {
 		login = a.Method
 	}
 	e := env(
-		"OCE_NAMESPACE_ID", p.rev.NamespaceID, "OCE_AGENT_ID", p.rev.AgentID, "OCE_REVISION_ID", p.rev.ID,
-		"OCE_STATUS_ADDR", fmt.Sprintf(":%d", PluginStatusPort), "OCE_SECRETS_DIR", pathSecrets, "TMPDIR", "/tmp",
-		"CODEX_LOGIN_MODE", login, "CODEX_HOME", pathCodexHome, "OCE_WORKSPACE_DIR", pathWorkspace,
-		"OCE_NATIVE_CONFIG", pathNativeConfig, "APP_SERVER_PORT", fmt.Sprint(AppServerPort), "OCE_APP_SERVER_BIND", "0.0.0.0",
-		"OCE_PLUGINS", strings.Join(p.rev.Plugins, ","), "OCE_NODEHOST_BIN", pathNodehost,
-		"OCE_NODEHOST_STATE_DIR", pathWorkspace+"/.oce-node/"+p.n.a12,
-		"OCE_NODEHOST_ENROLLMENT_FILE", pathEnrollment+"/"+enrollmentKey, "OCE_NODEHOST_GATEWAY_URL", p.gatewayURL(),
+		contract.EnvNamespaceID, p.rev.NamespaceID, contract.EnvAgentID, p.rev.AgentID, contract.EnvRevisionID, p.rev.ID,
+		contract.EnvStatusAddr, fmt.Sprintf(":%d", contract.StatusPort), contract.EnvSecretsDir, pathSecrets, contract.EnvTmpDir, "/tmp",
+		contract.EnvCodexLoginMode, login, contract.EnvCodexHome, pathCodexHome, contract.EnvWorkspaceDir, pathWorkspace,
+		contract.EnvNativeConfig, pathNativeConfig, contract.EnvAppServerPort, fmt.Sprint(contract.AppServerPort),
+		contract.EnvAppServerBind, contract.AppServerBindAll,
+		contract.EnvPlugins, strings.Join(p.rev.Plugins, ","), contract.EnvNodehostBin, pathNodehost,
+		contract.EnvNodehostStateDir, pathWorkspace+"/"+contract.NodeStateDirName+"/"+p.n.a12,
+		contract.EnvNodehostEnrollment, pathEnrollment+"/"+enrollmentKey, contract.EnvNodehostGatewayURL, p.gatewayURL(),
 	)
-	e = append(e, corev1.EnvVar{Name: "OCE_POD_UID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}})
-	sources := []corev1.VolumeProjection{projected(p.n.transport, KeyAppServerToken, KeyPluginStatusKey)}
+	e = append(e, corev1.EnvVar{Name: contract.EnvPodUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}})
+	sources := []corev1.VolumeProjection{projected(p.n.transport, contract.SecretAppServerToken, contract.SecretPluginStatusKey)}
 	if len(modelKeys) > 0 {
 		sources = append(sources, projected(p.n.harnessSecrets, modelKeys...))
 	}
@@ -340,8 +325,8 @@ func (d *Driver) harnessDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 						Name: "harness", Image: d.cfg.HarnessImage,
 						Command: []string{"tini", "-s", "-e", "143", "--", "harnessd"},
 						Env:     e,
-						Ports: []corev1.ContainerPort{{Name: "websocket", ContainerPort: AppServerPort},
-							{Name: "plugin-status", ContainerPort: PluginStatusPort}},
+						Ports: []corev1.ContainerPort{{Name: "websocket", ContainerPort: contract.AppServerPort},
+							{Name: "plugin-status", ContainerPort: contract.StatusPort}},
 						ReadinessProbe:  execProbe("harnessd", "ready"),
 						StartupProbe:    startupProbe("harnessd", "ready"),
 						SecurityContext: containerSecurityContext(),
@@ -381,7 +366,7 @@ func gatewayService(p *plan, active bool) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: meta(p.n.gateway, p.gw, p.agentOwn, map[string]string{LabelRole: RoleGateway}),
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: gatewayServiceSelector(p, active),
-			Ports: []corev1.ServicePort{{Name: "http", Port: GatewayPort, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}},
+			Ports: []corev1.ServicePort{{Name: "http", Port: contract.GatewayPort, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}},
 	}
 }
 
@@ -403,8 +388,8 @@ func harnessService(p *plan, active bool) *corev1.Service {
 		ObjectMeta: meta(p.n.agent, p.dp, p.agentOwn, map[string]string{LabelRole: RoleAgent}),
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: harnessServiceSelector(p, active),
 			Ports: []corev1.ServicePort{
-				{Name: "websocket", Port: AppServerPort, TargetPort: intstr.FromString("websocket"), Protocol: corev1.ProtocolTCP},
-				{Name: "plugin-status", Port: PluginStatusPort, TargetPort: intstr.FromString("plugin-status"), Protocol: corev1.ProtocolTCP},
+				{Name: "websocket", Port: contract.AppServerPort, TargetPort: intstr.FromString("websocket"), Protocol: corev1.ProtocolTCP},
+				{Name: "plugin-status", Port: contract.StatusPort, TargetPort: intstr.FromString("plugin-status"), Protocol: corev1.ProtocolTCP},
 			}},
 	}
 }
@@ -481,7 +466,7 @@ func revisionPolicies(p *plan) []*networkingv1.NetworkPolicy {
 	}
 	runtimeSel := harSel
 	runtimeNS := p.dp
-	if p.topo == topoEmbedded {
+	if p.topo == contract.Embedded {
 		runtimeSel = gwSel
 	}
 	out := []*networkingv1.NetworkPolicy{{
@@ -489,8 +474,8 @@ func revisionPolicies(p *plan) []*networkingv1.NetworkPolicy {
 		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: runtimeSel},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, Egress: []networkingv1.NetworkPolicyEgressRule{modelEgress}},
 	}}
-	gatewayIngress := networkingv1.NetworkPolicyIngressRule{Ports: tcpPorts(GatewayPort)} // the route (any source; the password authenticates)
-	if p.topo == topoEmbedded {
+	gatewayIngress := networkingv1.NetworkPolicyIngressRule{Ports: tcpPorts(contract.GatewayPort)} // the route (any source; the password authenticates)
+	if p.topo == contract.Embedded {
 		out = append(out, &networkingv1.NetworkPolicy{
 			ObjectMeta: meta(p.n.policyGateway, p.gw, p.own, nil),
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: gwSel},
@@ -507,15 +492,15 @@ func revisionPolicies(p *plan) []*networkingv1.NetworkPolicy {
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: gwSel},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 				Ingress: []networkingv1.NetworkPolicyIngressRule{gatewayIngress,
-					{From: []networkingv1.NetworkPolicyPeer{harPeer}, Ports: tcpPorts(GatewayPort)}},
-				Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{harPeer}, Ports: tcpPorts(AppServerPort, PluginStatusPort)}}},
+					{From: []networkingv1.NetworkPolicyPeer{harPeer}, Ports: tcpPorts(contract.GatewayPort)}},
+				Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{harPeer}, Ports: tcpPorts(contract.AppServerPort, contract.StatusPort)}}},
 		},
 		&networkingv1.NetworkPolicy{ // allow-gateway-agent, Harness side
 			ObjectMeta: meta(p.n.policyHarness, p.dp, p.own, nil),
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: harSel},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
-				Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{gwPeer}, Ports: tcpPorts(AppServerPort, PluginStatusPort)}},
-				Egress:      []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{gwPeer}, Ports: tcpPorts(GatewayPort)}}},
+				Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{gwPeer}, Ports: tcpPorts(contract.AppServerPort, contract.StatusPort)}},
+				Egress:      []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{gwPeer}, Ports: tcpPorts(contract.GatewayPort)}}},
 		},
 	)
 	return out

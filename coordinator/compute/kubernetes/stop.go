@@ -13,6 +13,8 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
 // StopRevision implements compute.Driver (REFERENCE §5.3): it deletes the
@@ -39,7 +41,7 @@ func (d *Driver) StopRevision(ctx context.Context, rev state.Revision) (compute.
 	if err != nil {
 		return compute.StopResult{}, err
 	}
-	if p.topo == topoDedicatedCodex {
+	if p.topo == contract.DedicatedCodex {
 		hFound, err := d.deleteDeployment(ctx, p.dp, p.n.harness, func(l, a map[string]string) (bool, bool) {
 			return p.own.owns(l, a, false), true
 		})
@@ -119,7 +121,7 @@ func (d *Driver) waitPodsGone(ctx context.Context, ns string, want map[string]st
 			return live, nil
 		}
 		if time.Now().After(deadline) {
-			return live, compute.Transient(CodeStopTimeout, fmt.Errorf("%w: %d pods in %s", ErrStillRunning, len(l.Items), ns))
+			return live, compute.Transient(codes.StopTimeout, fmt.Errorf("%w: %d pods in %s", ErrStillRunning, len(l.Items), ns))
 		}
 		t := time.NewTimer(d.cfg.PollInterval)
 		select {
@@ -173,7 +175,7 @@ func (d *Driver) RetireRevision(ctx context.Context, rev state.Revision) error {
 func (d *Driver) DeleteAgentRuntimeCredentials(ctx context.Context, agent state.Agent) error {
 	o := owner{NamespaceID: agent.NamespaceID, AgentID: agent.ID}
 	if err := o.validate(); err != nil {
-		return compute.Permanent(CodeInvalidTarget, err)
+		return compute.Permanent(codes.InvalidTarget, err)
 	}
 	for _, ns := range []string{DataPlaneNamespace(agent.NamespaceID), GatewayNamespace(agent.NamespaceID)} {
 		l, err := d.c.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: o.selector()})

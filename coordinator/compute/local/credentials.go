@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/contract"
 )
 
 // ErrBadSourceRef reports a harnessAuth sourceRef SecretDir cannot resolve.
@@ -45,13 +46,13 @@ func SecretDir(dir string) Credentials {
 			return nil, fmt.Errorf("local: secret %s: %w", name, err)
 		}
 		v = []byte(strings.TrimSpace(string(v)))
-		key := KeyModelAPIKey
+		key := contract.SecretModelAPIKey
 		if rev.Mode == state.ModeDedicated {
 			switch a.Method {
 			case "api_key":
-				key = KeyOpenAIAPIKey
+				key = contract.SecretOpenAIAPIKey
 			case "codex_pat":
-				key = KeyCodexToken
+				key = contract.SecretCodexAccessToken
 			default:
 				return nil, fmt.Errorf("local: harnessAuth method %q is not delivered by the local driver", a.Method)
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/contract"
 )
 
 func TestSecretDir(t *testing.T) {
@@ -19,9 +20,9 @@ func TestSecretDir(t *testing.T) {
 		mode, method, ref, key string
 		err                    bool
 	}{
-		{state.ModeEmbedded, "api_key", "local:k", KeyModelAPIKey, false},
-		{state.ModeDedicated, "api_key", "k", KeyOpenAIAPIKey, false},
-		{state.ModeDedicated, "codex_pat", "local:k", KeyCodexToken, false},
+		{state.ModeEmbedded, "api_key", "local:k", contract.SecretModelAPIKey, false},
+		{state.ModeDedicated, "api_key", "k", contract.SecretOpenAIAPIKey, false},
+		{state.ModeDedicated, "codex_pat", "local:k", contract.SecretCodexAccessToken, false},
 		{state.ModeDedicated, "oauth", "local:k", "", true},
 		{state.ModeEmbedded, "api_key", "local:../k", "", true},
 		{state.ModeEmbedded, "api_key", "secret://ns/name#key", "", true},
@@ -55,7 +56,7 @@ func FuzzSecretDirRef(f *testing.F) {
 		if err != nil {
 			return
 		}
-		require.Equal(t, "in", string(got[KeyModelAPIKey]), "only files inside the secrets dir resolve (ref %q)", ref)
+		require.Equal(t, "in", string(got[contract.SecretModelAPIKey]), "only files inside the secrets dir resolve (ref %q)", ref)
 		require.False(t, strings.Contains(ref, "/"))
 	})
 }

@@ -27,6 +27,7 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/netns"
 	"oce.dev/oce/shared/runtimes"
 )
@@ -54,20 +55,12 @@ const (
 )
 
 // Sentinel errors callers branch on; the driver wraps them in compute.Error
-// with the codes below.
+// with codes of shared/codes.
 var (
 	ErrNotIsolated   = errors.New("local: runtimes would share the host network")
 	ErrUnsupported   = errors.New("local: unsupported topology")
 	ErrInvalidTarget = errors.New("local: invalid target")
 	ErrCredentials   = errors.New("local: harness credential unavailable")
-)
-
-// Closed-set codes of the compute.Errors the driver returns.
-const (
-	CodeInvalidTarget      = "INVALID_TARGET"
-	CodeTransient          = "TRANSIENT_DEPENDENCY"
-	CodeUnsupported        = "COMPUTE_DRIVER_MISMATCH"
-	CodeCredentialsMissing = "HARNESS_AUTH_REQUIRED"
 )
 
 // Binaries are the oce supervisors the driver starts, from the same build.
@@ -198,9 +191,9 @@ func New(cfg Config) (*Driver, error) {
 func (d *Driver) Capabilities() compute.Capabilities {
 	return compute.Capabilities{
 		Name: d.cfg.Name,
-		Topologies: map[compute.Topology][]string{
-			{Harness: state.HarnessOpenClaw, Mode: state.ModeEmbedded}: {"api_key"},
-			{Harness: state.HarnessCodex, Mode: state.ModeDedicated}:   {"api_key", "codex_pat"},
+		Topologies: map[contract.Topology][]string{
+			contract.Embedded:       {"api_key"},
+			contract.DedicatedCodex: {"api_key", "codex_pat"},
 		},
 		StoppedPredecessors: map[string]bool{state.ModeDedicated: true},
 	}

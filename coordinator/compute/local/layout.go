@@ -11,18 +11,8 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
-	"oce.dev/oce/shared/ocproto"
-)
-
-// Secret file names under OCE_SECRETS_DIR (docs/RUNTIME-CONTRACT.md).
-const (
-	KeyGatewayPassword = "gateway-password"
-	KeyStatusToken     = "status-token"
-	KeyAppServerToken  = "app-server-token"
-	KeyPluginStatusKey = "plugin-status-key"
-	KeyModelAPIKey     = "model-api-key"
-	KeyOpenAIAPIKey    = "openai-api-key"
-	KeyCodexToken      = "codex-access-token"
+	"oce.dev/oce/shared/atomicfile"
+	"oce.dev/oce/shared/codes"
 )
 
 // Directory layout under Config.DataDir:
@@ -48,7 +38,7 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`)
 func checkIDs(ids ...string) error {
 	for _, id := range ids {
 		if !idPattern.MatchString(id) {
-			return compute.Permanent(CodeInvalidTarget, fmt.Errorf("%w: id %q", ErrInvalidTarget, id))
+			return compute.Permanent(codes.InvalidTarget, fmt.Errorf("%w: id %q", ErrInvalidTarget, id))
 		}
 	}
 	return nil
@@ -92,7 +82,7 @@ func mkdirs(paths ...string) error {
 
 // writeSecret writes one secret file with mode 0600.
 func writeSecret(dir, name string, v []byte) error {
-	if err := ocproto.WriteFileAtomic(filepath.Join(dir, name), v, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, name), v, 0o600); err != nil {
 		return fmt.Errorf("local: write secret %s: %w", name, err)
 	}
 	return nil
@@ -108,7 +98,7 @@ func loadOrCreateSecret(path string) ([]byte, error) {
 		return nil, fmt.Errorf("local: read secret: %w", err)
 	}
 	v := []byte(randomHex(24))
-	if err := ocproto.WriteFileAtomic(path, v, 0o600); err != nil {
+	if err := atomicfile.Write(path, v, 0o600); err != nil {
 		return nil, fmt.Errorf("local: write secret: %w", err)
 	}
 	return v, nil

@@ -16,6 +16,8 @@ import (
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
+	"oce.dev/oce/shared/proc"
 	"oce.dev/oce/shared/runtimes"
 )
 
@@ -86,17 +88,17 @@ func (f *fixture) waitReady(t *testing.T, rev state.Revision) {
 }
 
 // procsOf snapshots the revision's supervisors and all their descendants.
-func (f *fixture) procsOf(t *testing.T, revID string) []proc {
+func (f *fixture) procsOf(t *testing.T, revID string) []*proc.Process {
 	t.Helper()
 	f.d.mu.Lock()
 	defer f.d.mu.Unlock()
 	r := f.d.revs[revID]
 	require.NotNil(t, r)
-	var out []proc
-	for _, p := range []*proc{r.Gateway, r.Harness} {
-		if p != nil && p.alive() {
-			out = append(out, *p)
-			out = append(out, descendants(p.PID)...)
+	var out []*proc.Process
+	for _, p := range []*proc.Process{r.Gateway, r.Harness} {
+		if p != nil && p.Alive() {
+			out = append(out, p)
+			out = append(out, proc.Descendants(p.PID)...)
 		}
 	}
 	return out
@@ -143,10 +145,10 @@ func TestEmbeddedLifecycle(t *testing.T) {
 	revDir := f.d.RevisionDir(rev)
 	requireMode(t, revDir, 0o700)
 	requireMode(t, filepath.Join(revDir, "gateway", "secrets"), 0o700)
-	for _, k := range []string{KeyGatewayPassword, KeyStatusToken, KeyModelAPIKey} {
+	for _, k := range []string{contract.SecretGatewayPassword, contract.SecretStatusToken, contract.SecretModelAPIKey} {
 		requireMode(t, filepath.Join(revDir, "gateway", "secrets", k), 0o600)
 	}
-	key, err := os.ReadFile(filepath.Join(revDir, "gateway", "secrets", KeyModelAPIKey))
+	key, err := os.ReadFile(filepath.Join(revDir, "gateway", "secrets", contract.SecretModelAPIKey))
 	require.NoError(t, err)
 	require.Equal(t, "sk-good", string(key))
 	requireMode(t, f.d.GatewayWorkspace("ns1", "agent1"), 0o700)
@@ -161,7 +163,7 @@ func TestEmbeddedLifecycle(t *testing.T) {
 	res, err := f.d.StopRevision(ctx, rev)
 	require.NoError(t, err)
 	require.Equal(t, compute.StopResult{Stopped: true}, res)
-	require.False(t, anyAlive(procs), "every process of the revision is gone")
+	require.False(t, proc.AnyAlive(procs), "every process of the revision is gone")
 	obs, err := f.d.ObserveRevision(ctx, rev)
 	require.NoError(t, err)
 	require.False(t, obs.Ready)
@@ -173,7 +175,7 @@ func TestEmbeddedLifecycle(t *testing.T) {
 	require.NoError(t, f.d.RetireRevision(ctx, rev))
 	require.NoDirExists(t, revDir, "retire removes what the revision owns")
 	require.DirExists(t, f.d.GatewayWorkspace("ns1", "agent1"), "the Agent's claim survives retirement")
-	require.FileExists(t, filepath.Join(f.d.AgentDir("ns1", "agent1"), KeyGatewayPassword))
+	require.FileExists(t, filepath.Join(f.d.AgentDir("ns1", "agent1"), contract.SecretGatewayPassword))
 
 	require.NoError(t, f.d.DeleteAgentRuntimeCredentials(ctx, state.Agent{ID: "agent1", NamespaceID: "ns1"}))
 	require.NoDirExists(t, f.d.AgentDir("ns1", "agent1"), "delete removes the Agent's claims and password")
@@ -199,7 +201,7 @@ func TestEmbeddedReplacementIsStagedUntilActivation(t *testing.T) {
 	require.Equal(t, "gateway rev1", dialRoute(t, f.data, "agent1"), "the predecessor keeps serving")
 
 	require.NoError(t, f.d.ActivateRevision(ctx, r2))
-	require.False(t, anyAlive(old), "the serving gateway stopped before the replacement took over")
+	require.False(t, proc.AnyAlive(old), "the serving gateway stopped before the replacement took over")
 	f.waitReady(t, r2)
 	require.Eventually(t, func() bool {
 		rt, err := ReadRoute(f.data, "agent1")
@@ -224,10 +226,10 @@ func TestDedicatedEnrollsNodeAndStopsGatewayFirst(t *testing.T) {
 	require.NoFileExists(t, enrollmentFile(f.d.revs["rev1"]), "the one-use file was consumed")
 
 	hs := filepath.Join(f.d.RevisionDir(rev), "harness", "secrets")
-	for _, k := range []string{KeyAppServerToken, KeyPluginStatusKey, KeyOpenAIAPIKey} {
+	for _, k := range []string{contract.SecretAppServerToken, contract.SecretPluginStatusKey, contract.SecretOpenAIAPIKey} {
 		requireMode(t, filepath.Join(hs, k), 0o600)
 	}
-	require.NoFileExists(t, filepath.Join(f.d.RevisionDir(rev), "gateway", "secrets", KeyOpenAIAPIKey),
+	require.NoFileExists(t, filepath.Join(f.d.RevisionDir(rev), "gateway", "secrets", contract.SecretOpenAIAPIKey),
 		"the dedicated Gateway receives no model credential")
 	require.FileExists(t, filepath.Join(f.d.HarnessWorkspace("ns1", "agent2"), "harness-was-here"))
 
@@ -236,7 +238,7 @@ func TestDedicatedEnrollsNodeAndStopsGatewayFirst(t *testing.T) {
 	res, err := f.d.StopRevision(ctx, rev)
 	require.NoError(t, err)
 	require.True(t, res.Stopped)
-	require.False(t, anyAlive(procs))
+	require.False(t, proc.AnyAlive(procs))
 	ev = f.eventLines(t)
 	gwExit, harTerm := indexOf(ev, "gateway rev1 exit"), indexOf(ev, "harness rev1 term")
 	require.GreaterOrEqual(t, gwExit, 0)
@@ -297,7 +299,7 @@ func TestRestartedDriverStopsWhatItHadStarted(t *testing.T) {
 	res, err := d2.StopRevision(ctx, rev)
 	require.NoError(t, err)
 	require.True(t, res.Stopped)
-	require.Eventually(t, func() bool { return !anyAlive(procs) }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return !proc.AnyAlive(procs) }, 5*time.Second, 10*time.Millisecond)
 	f.d.revs = map[string]*revRuntime{}
 }
 
@@ -308,26 +310,26 @@ func TestRefusals(t *testing.T) {
 	bad := embeddedRev("../x", "good")
 	err := f.d.PrepareRevision(ctx, bad)
 	code, permanent := compute.ErrorCode(err, "")
-	require.Equal(t, CodeInvalidTarget, code)
+	require.Equal(t, codes.InvalidTarget, code)
 	require.True(t, permanent)
 
 	other := embeddedRev("rev1", "good")
 	other.Mode = state.ModeDedicated
 	err = f.d.PrepareRevision(ctx, other)
 	code, permanent = compute.ErrorCode(err, "")
-	require.Equal(t, CodeUnsupported, code)
+	require.Equal(t, codes.ComputeDriverMismatch, code)
 	require.True(t, permanent)
 
 	missing := embeddedRev("rev1", "nope")
 	err = f.d.PrepareRevision(ctx, missing)
 	code, permanent = compute.ErrorCode(err, "")
-	require.Equal(t, CodeCredentialsMissing, code)
+	require.Equal(t, codes.HarnessAuthRequired, code)
 	require.True(t, permanent)
 
 	require.NoError(t, os.WriteFile(filepath.Join(f.secrets, "open"), []byte("k"), 0o644))
 	err = f.d.PrepareRevision(ctx, embeddedRev("rev2", "open"))
 	code, _ = compute.ErrorCode(err, "")
-	require.Equal(t, CodeCredentialsMissing, code, "a group-readable secret file is refused")
+	require.Equal(t, codes.HarnessAuthRequired, code, "a group-readable secret file is refused")
 
 	caps := f.d.Capabilities()
 	require.True(t, caps.SupportsTopology(state.HarnessOpenClaw, state.ModeEmbedded))

@@ -14,8 +14,10 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/atomicfile"
 	"oce.dev/oce/shared/codes"
-	"oce.dev/oce/shared/ocproto"
+	"oce.dev/oce/shared/contract"
+	"oce.dev/oce/shared/proc"
 	"oce.dev/oce/shared/status"
 )
 
@@ -31,12 +33,6 @@ const (
 	ReasonGatewayNotReady = "gateway-not-ready"
 	ReasonHarnessNotReady = "harness-not-ready"
 	ReasonEnrolling       = "node-not-enrolled"
-)
-
-// Authenticated gatewayd status routes (docs/RUNTIME-CONTRACT.md).
-const (
-	PathSetupCode = "/oce/v1/setup-code"
-	PathNodes     = "/oce/v1/nodes"
 )
 
 var httpClient = &http.Client{}
@@ -70,7 +66,7 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 		return compute.Observation{Ready: true, Reason: ReasonStaged}, nil
 	}
 	gwAddr := fmt.Sprintf("127.0.0.1:%d", snap.Ports.GatewayStatus)
-	if snap.Topology == topoDedicatedCodex {
+	if snap.Topology == contract.DedicatedCodex {
 		harAddr := fmt.Sprintf("127.0.0.1:%d", snap.Ports.HarnessStatus)
 		if obs, done := observeOne(ctx, snap.Harness, harAddr, ReasonHarnessExited, ReasonHarnessNotReady); done {
 			return obs, nil
@@ -79,7 +75,7 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 	if obs, done := observeOne(ctx, snap.Gateway, gwAddr, ReasonGatewayExited, ReasonGatewayNotReady); done {
 		return obs, nil
 	}
-	if snap.Topology == topoDedicatedCodex && !snap.Enrolled {
+	if snap.Topology == contract.DedicatedCodex && !snap.Enrolled {
 		enrolled, err := d.advanceEnrollment(ctx, r, gwAddr)
 		if err != nil {
 			d.log.Info("enrollment pending", "revision", rev.ID, "error", err.Error())
@@ -92,11 +88,11 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 }
 
 // observeOne reads one supervisor; done means obs is the final answer.
-func observeOne(ctx context.Context, p *proc, addr, exited, notReady string) (compute.Observation, bool) {
+func observeOne(ctx context.Context, p *proc.Process, addr, exited, notReady string) (compute.Observation, bool) {
 	if held, cause, err := heldFailure(ctx, addr); err == nil && held != "" {
 		return compute.Observation{Reason: ReasonHeld, HeldCode: held, Cause: cause}, true
 	}
-	if !p.alive() {
+	if !p.Alive() {
 		return compute.Observation{Reason: exited}, true
 	}
 	ok, _, _ := status.ReadyCheck(ctx, addr)
@@ -110,7 +106,7 @@ func observeOne(ctx context.Context, p *proc, addr, exited, notReady string) (co
 func heldFailure(ctx context.Context, addr string) (codes.Code, *codes.Cause, error) {
 	ctx, cancel := context.WithTimeout(ctx, StatusTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+status.PathRuntimeStatus, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+contract.RouteRuntimeStatus, nil)
 	if err != nil {
 		return "", nil, err
 	}
@@ -135,15 +131,8 @@ func heldFailure(ctx context.Context, addr string) (codes.Code, *codes.Cause, er
 	return c, doc.RuntimeFailure.Cause, nil
 }
 
-// NodeStatus is one entry of gatewayd's GET /oce/v1/nodes.
-type NodeStatus struct {
-	NodeID    string   `json:"nodeId"`
-	Connected bool     `json:"connected"`
-	Commands  []string `json:"commands"`
-}
-
 func (d *Driver) statusToken(r *revRuntime) (string, error) {
-	b, err := os.ReadFile(filepath.Join(r.dir, "gateway", "secrets", KeyStatusToken))
+	b, err := os.ReadFile(filepath.Join(r.dir, "gateway", "secrets", contract.SecretStatusToken))
 	if err != nil {
 		return "", err
 	}
@@ -183,10 +172,8 @@ func (d *Driver) advanceEnrollment(ctx context.Context, r *revRuntime, gwAddr st
 	if err != nil {
 		return false, err
 	}
-	var nodes struct {
-		Nodes []NodeStatus `json:"nodes"`
-	}
-	if err := statusCall(ctx, http.MethodGet, "http://"+gwAddr+PathNodes, token, &nodes); err != nil {
+	var nodes contract.NodesResponse
+	if err := statusCall(ctx, http.MethodGet, "http://"+gwAddr+contract.RouteNodes, token, &nodes); err != nil {
 		return false, err
 	}
 	for _, n := range nodes.Nodes {
@@ -204,18 +191,15 @@ func (d *Driver) advanceEnrollment(ctx context.Context, r *revRuntime, gwAddr st
 	if pending {
 		return false, nil
 	}
-	var sc struct {
-		SetupCode   string `json:"setupCode"`
-		ExpiresAtMs int64  `json:"expiresAtMs"`
-	}
-	if err := statusCall(ctx, http.MethodPost, "http://"+gwAddr+PathSetupCode, token, &sc); err != nil {
+	var sc contract.SetupCodeResponse
+	if err := statusCall(ctx, http.MethodPost, "http://"+gwAddr+contract.RouteSetupCode, token, &sc); err != nil {
 		return false, err
 	}
 	if sc.SetupCode == "" {
 		return false, errors.New("local: empty setup code")
 	}
 	// One-use target, private to the Harness: mode 0600, atomic rename.
-	if err := ocproto.WriteFileAtomic(enrollmentFile(r), []byte(sc.SetupCode), 0o600); err != nil {
+	if err := atomicfile.Write(enrollmentFile(r), []byte(sc.SetupCode), 0o600); err != nil {
 		return false, err
 	}
 	d.mu.Lock()

@@ -13,25 +13,20 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
-	"oce.dev/oce/shared/ocproto"
+	"oce.dev/oce/shared/atomicfile"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
+	"oce.dev/oce/shared/proc"
 	"oce.dev/oce/shared/runtimes"
 )
 
-type topology string
-
-const (
-	topoEmbedded       topology = "embedded"
-	topoDedicatedCodex topology = "dedicated-codex"
-)
-
-func topologyOf(rev state.Revision) (topology, error) {
-	switch {
-	case rev.Harness.ID == state.HarnessOpenClaw && rev.Mode == state.ModeEmbedded:
-		return topoEmbedded, nil
-	case rev.Harness.ID == state.HarnessCodex && rev.Mode == state.ModeDedicated:
-		return topoDedicatedCodex, nil
+// topologyOf is the revision's topology when the driver runs it.
+func topologyOf(rev state.Revision) (contract.Topology, error) {
+	switch t, _ := contract.Of(rev.Harness.ID, rev.Mode); t {
+	case contract.Embedded, contract.DedicatedCodex:
+		return t, nil
 	}
-	return "", compute.Permanent(CodeUnsupported, fmt.Errorf("%w: %s/%s", ErrUnsupported, rev.Harness.ID, rev.Mode))
+	return "", compute.Permanent(codes.ComputeDriverMismatch, fmt.Errorf("%w: %s/%s", ErrUnsupported, rev.Harness.ID, rev.Mode))
 }
 
 // Ports are a revision's loopback ports.
@@ -45,12 +40,12 @@ type Ports struct {
 // revRuntime is the driver's record of one revision; run.json persists it
 // so a restarted coordinator finds (and can stop) what it had started.
 type revRuntime struct {
-	RevisionID string   `json:"revisionId"`
-	AgentID    string   `json:"agentId"`
-	Topology   topology `json:"topology"`
-	Ports      Ports    `json:"ports"`
-	Gateway    *proc    `json:"gateway,omitempty"`
-	Harness    *proc    `json:"harness,omitempty"`
+	RevisionID string            `json:"revisionId"`
+	AgentID    string            `json:"agentId"`
+	Topology   contract.Topology `json:"topology"`
+	Ports      Ports             `json:"ports"`
+	Gateway    *proc.Process     `json:"gateway,omitempty"`
+	Harness    *proc.Process     `json:"harness,omitempty"`
 	// Staged: an embedded replacement waiting for activation to take over
 	// the Agent's gateway state (the Recreate cutover of seed 000 step 3).
 	Staged bool `json:"staged,omitempty"`
@@ -67,14 +62,14 @@ type revRuntime struct {
 	dir string
 }
 
-func (r *revRuntime) running() bool { return r.Gateway.alive() || r.Harness.alive() }
+func (r *revRuntime) running() bool { return r.Gateway.Alive() || r.Harness.Alive() }
 
 func (r *revRuntime) save() error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return ocproto.WriteFileAtomic(filepath.Join(r.dir, fileRun), b, 0o600)
+	return atomicfile.Write(filepath.Join(r.dir, fileRun), b, 0o600)
 }
 
 // lookup returns the revision's record from memory or its run.json.
@@ -99,7 +94,7 @@ func (d *Driver) lookup(rev state.Revision) *revRuntime {
 // liveGatewayOf returns another revision of the Agent whose gateway runs.
 func (d *Driver) liveGatewayOf(agentID, exceptRev string) *revRuntime {
 	for id, r := range d.revs {
-		if id != exceptRev && r.AgentID == agentID && r.Gateway.alive() {
+		if id != exceptRev && r.AgentID == agentID && r.Gateway.Alive() {
 			return r
 		}
 	}
@@ -154,10 +149,10 @@ func (d *Driver) DeleteNamespace(_ context.Context, ns state.Namespace) error {
 		return nil
 	}
 	if err != nil {
-		return compute.Transient(CodeTransient, err)
+		return compute.Transient(codes.TransientDependency, err)
 	}
 	if len(entries) > 0 {
-		return compute.Transient("NAMESPACE_NOT_EMPTY", errors.New("local: namespace still holds Agent runtimes"))
+		return compute.Transient(codes.NamespaceNotEmpty, errors.New("local: namespace still holds Agent runtimes"))
 	}
 	return os.Remove(d.nsDir(ns.ID))
 }
@@ -183,22 +178,22 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 		switch {
 		case r.Staged && d.liveGatewayOf(rev.AgentID, rev.ID) == nil:
 			return d.startGateway(ctx, rev, r)
-		case r.Staged, r.Gateway.alive() || topo == topoDedicatedCodex && r.Harness.alive():
+		case r.Staged, r.Gateway.Alive() || topo == contract.DedicatedCodex && r.Harness.Alive():
 			return nil
 		}
 	}
 	if r == nil {
 		r = &revRuntime{RevisionID: rev.ID, AgentID: rev.AgentID, Topology: topo, dir: d.RevisionDir(rev)}
 		n := 2
-		if topo == topoDedicatedCodex {
+		if topo == contract.DedicatedCodex {
 			n = 4
 		}
 		ports, err := freePorts(n)
 		if err != nil {
-			return compute.Transient(CodeTransient, err)
+			return compute.Transient(codes.TransientDependency, err)
 		}
 		r.Ports = Ports{Gateway: ports[0], GatewayStatus: ports[1]}
-		if topo == topoDedicatedCodex {
+		if topo == contract.DedicatedCodex {
 			r.Ports.HarnessStatus, r.Ports.AppServer = ports[2], ports[3]
 		}
 	}
@@ -207,12 +202,12 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 		return err
 	}
 	d.revs[rev.ID] = r
-	if topo == topoDedicatedCodex && !r.Harness.alive() {
+	if topo == contract.DedicatedCodex && !r.Harness.Alive() {
 		if err := d.startHarness(rev, r); err != nil {
 			return err
 		}
 	}
-	if topo == topoEmbedded && d.liveGatewayOf(rev.AgentID, rev.ID) != nil {
+	if topo == contract.Embedded && d.liveGatewayOf(rev.AgentID, rev.ID) != nil {
 		r.Staged = true
 		return r.save()
 	}
@@ -226,7 +221,7 @@ func (d *Driver) materialize(ctx context.Context, rev state.Revision, r *revRunt
 	dirs := []string{agent, filepath.Join(agent, dirRevisions), r.dir, gw,
 		filepath.Join(gw, "secrets"), filepath.Join(gw, "tmp"), filepath.Join(gw, "home"), filepath.Join(gw, "config"),
 		filepath.Join(agent, dirGwClaim, "state")}
-	if r.Topology == topoEmbedded {
+	if r.Topology == contract.Embedded {
 		dirs = append(dirs, d.GatewayWorkspace(rev.NamespaceID, rev.AgentID))
 	} else {
 		h := filepath.Join(r.dir, "harness")
@@ -235,25 +230,25 @@ func (d *Driver) materialize(ctx context.Context, rev state.Revision, r *revRunt
 			filepath.Join(agent, dirHarClaim, "codex-home"))
 	}
 	if err := mkdirs(dirs...); err != nil {
-		return compute.Transient(CodeTransient, err)
+		return compute.Transient(codes.TransientDependency, err)
 	}
-	password, err := loadOrCreateSecret(filepath.Join(agent, KeyGatewayPassword))
+	password, err := loadOrCreateSecret(filepath.Join(agent, contract.SecretGatewayPassword))
 	if err != nil {
-		return compute.Transient(CodeTransient, err)
+		return compute.Transient(codes.TransientDependency, err)
 	}
 	gwSecrets := filepath.Join(gw, "secrets")
-	if err := writeSecret(gwSecrets, KeyGatewayPassword, password); err != nil {
-		return compute.Transient(CodeTransient, err)
+	if err := writeSecret(gwSecrets, contract.SecretGatewayPassword, password); err != nil {
+		return compute.Transient(codes.TransientDependency, err)
 	}
-	if _, err := loadOrCreateSecret(filepath.Join(gwSecrets, KeyStatusToken)); err != nil {
-		return compute.Transient(CodeTransient, err)
+	if _, err := loadOrCreateSecret(filepath.Join(gwSecrets, contract.SecretStatusToken)); err != nil {
+		return compute.Transient(codes.TransientDependency, err)
 	}
 	doc := rev.Document
 	if len(doc) == 0 {
 		doc = json.RawMessage("{}")
 	}
-	if err := ocproto.WriteFileAtomic(filepath.Join(gw, "config", "openclaw.json"), doc, 0o600); err != nil {
-		return compute.Transient(CodeTransient, err)
+	if err := atomicfile.Write(filepath.Join(gw, "config", "openclaw.json"), doc, 0o600); err != nil {
+		return compute.Transient(codes.TransientDependency, err)
 	}
 	var creds map[string][]byte
 	if d.cfg.Credentials != nil && rev.HarnessAuth != nil {
@@ -263,34 +258,34 @@ func (d *Driver) materialize(ctx context.Context, rev state.Revision, r *revRunt
 			if errors.As(err, &ce) {
 				return err
 			}
-			return compute.Permanent(CodeCredentialsMissing, fmt.Errorf("%w: %w", ErrCredentials, err))
+			return compute.Permanent(codes.HarnessAuthRequired, fmt.Errorf("%w: %w", ErrCredentials, err))
 		}
 	}
-	if r.Topology == topoEmbedded {
+	if r.Topology == contract.Embedded {
 		for k, v := range creds {
 			if err := writeSecret(gwSecrets, k, v); err != nil {
-				return compute.Transient(CodeTransient, err)
+				return compute.Transient(codes.TransientDependency, err)
 			}
 		}
 		return r.save()
 	}
 	hSecrets := filepath.Join(r.dir, "harness", "secrets")
-	for _, k := range []string{KeyAppServerToken, KeyPluginStatusKey} {
+	for _, k := range []string{contract.SecretAppServerToken, contract.SecretPluginStatusKey} {
 		v, err := loadOrCreateSecret(filepath.Join(hSecrets, k))
 		if err != nil {
-			return compute.Transient(CodeTransient, err)
+			return compute.Transient(codes.TransientDependency, err)
 		}
 		if err := writeSecret(gwSecrets, k, v); err != nil {
-			return compute.Transient(CodeTransient, err)
+			return compute.Transient(codes.TransientDependency, err)
 		}
 	}
 	for k, v := range creds {
 		if err := writeSecret(hSecrets, k, v); err != nil {
-			return compute.Transient(CodeTransient, err)
+			return compute.Transient(codes.TransientDependency, err)
 		}
 	}
-	if err := ocproto.WriteFileAtomic(filepath.Join(r.dir, "harness", "native-config.json"), doc, 0o600); err != nil {
-		return compute.Transient(CodeTransient, err)
+	if err := atomicfile.Write(filepath.Join(r.dir, "harness", "native-config.json"), doc, 0o600); err != nil {
+		return compute.Transient(codes.TransientDependency, err)
 	}
 	return r.save()
 }
@@ -302,12 +297,12 @@ func (d *Driver) baseEnv(rev state.Revision, dir string, statusPort int) []strin
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + filepath.Join(dir, "home"),
 		"XDG_CACHE_HOME=" + filepath.Dir(runtimes.CacheDir()),
-		"TMPDIR=" + filepath.Join(dir, "tmp"),
-		"OCE_NAMESPACE_ID=" + rev.NamespaceID, "OCE_AGENT_ID=" + rev.AgentID, "OCE_REVISION_ID=" + rev.ID,
-		"OCE_STATUS_ADDR=" + fmt.Sprintf("127.0.0.1:%d", statusPort),
-		"OCE_SECRETS_DIR=" + filepath.Join(dir, "secrets"),
-		"OCE_LOG_LEVEL=" + d.cfg.LogLevel,
-		"OCE_PLUGINS=" + strings.Join(rev.Plugins, ","),
+		kv(contract.EnvTmpDir, filepath.Join(dir, "tmp")),
+		kv(contract.EnvNamespaceID, rev.NamespaceID), kv(contract.EnvAgentID, rev.AgentID), kv(contract.EnvRevisionID, rev.ID),
+		kv(contract.EnvStatusAddr, fmt.Sprintf("127.0.0.1:%d", statusPort)),
+		kv(contract.EnvSecretsDir, filepath.Join(dir, "secrets")),
+		kv(contract.EnvLogLevel, d.cfg.LogLevel),
+		kv(contract.EnvPlugins, strings.Join(rev.Plugins, ",")),
 	}
 	if v := os.Getenv("LANG"); v != "" {
 		env = append(env, "LANG="+v)
@@ -321,7 +316,7 @@ func (d *Driver) baseEnv(rev state.Revision, dir string, statusPort int) []strin
 // to, so the Harness gets the /v1 base (CODEX.md §4).
 func (d *Driver) providerEnv(harness bool) []string {
 	var env []string
-	for _, p := range []string{"OPENAI", "ANTHROPIC"} {
+	for _, p := range contract.Providers() {
 		u := strings.TrimRight(d.cfg.ProviderBaseURLs[p], "/")
 		if u == "" {
 			continue
@@ -329,52 +324,55 @@ func (d *Driver) providerEnv(harness bool) []string {
 		if harness && !strings.HasSuffix(u, "/v1") {
 			u += "/v1"
 		}
-		env = append(env, "OCE_MODEL_PROVIDER_BASE_URL_"+p+"="+u)
+		env = append(env, kv(contract.EnvProviderBaseURLPrefix+p, u))
 	}
 	return env
 }
 
 func gatewayURL(port int) string { return fmt.Sprintf("ws://127.0.0.1:%d", port) }
 
+// kv is one environment entry.
+func kv(name, value string) string { return name + "=" + value }
+
 func (d *Driver) startGateway(_ context.Context, rev state.Revision, r *revRuntime) error {
 	gw := filepath.Join(r.dir, "gateway")
 	agent := d.AgentDir(rev.NamespaceID, rev.AgentID)
 	env := append(d.baseEnv(rev, gw, r.Ports.GatewayStatus),
-		"OCE_STATUS_TOKEN_FILE="+filepath.Join(gw, "secrets", KeyStatusToken),
-		"OCE_TOPOLOGY="+string(r.Topology),
-		"OPENCLAW_CONFIG_PATH="+filepath.Join(gw, "config", "openclaw.json"),
-		"OCE_GATEWAY_CONFIG_DIR="+filepath.Join(agent, dirGwClaim, "state", "config"),
-		"OPENCLAW_STATE_DIR="+filepath.Join(agent, dirGwClaim, "state"),
-		"OPENCLAW_GATEWAY_PORT="+fmt.Sprint(r.Ports.Gateway),
-		"OCE_GATEWAY_BIND=loopback",
-		"OCE_GATEWAY_PUBLIC_URL="+gatewayURL(r.Ports.Gateway),
-		"OCE_RUNTIME_ASSETS_DIR="+filepath.Join(gw, "home", "openclaw-runtime-assets", "bundled-skills"),
-		"OPENCLAW_SKIP_CHANNELS=1",
+		kv(contract.EnvStatusTokenFile, filepath.Join(gw, "secrets", contract.SecretStatusToken)),
+		kv(contract.EnvTopology, string(r.Topology)),
+		kv(contract.EnvAdmittedConfig, filepath.Join(gw, "config", "openclaw.json")),
+		kv(contract.EnvGatewayConfigDir, filepath.Join(agent, dirGwClaim, "state", "config")),
+		kv(contract.EnvOpenClawStateDir, filepath.Join(agent, dirGwClaim, "state")),
+		kv(contract.EnvGatewayPort, fmt.Sprint(r.Ports.Gateway)),
+		kv(contract.EnvGatewayBind, contract.BindLoopback),
+		kv(contract.EnvGatewayPublicURL, gatewayURL(r.Ports.Gateway)),
+		kv(contract.EnvRuntimeAssetsDir, filepath.Join(gw, "home", "openclaw-runtime-assets", "bundled-skills")),
+		kv(contract.EnvSkipChannels, "1"),
 	)
 	env = append(env, d.providerEnv(false)...)
 	if src := d.assetsSource(); src != "" {
-		env = append(env, "OCE_RUNTIME_ASSETS_SOURCE="+src)
+		env = append(env, kv(contract.EnvRuntimeAssetsSrc, src))
 	}
 	if d.cfg.Runtimes.Node != "" && d.cfg.Runtimes.OpenClawMJS != "" {
-		env = append(env, "OCE_OPENCLAW_BIN="+d.cfg.Runtimes.Node+" "+d.cfg.Runtimes.OpenClawMJS)
+		env = append(env, kv(contract.EnvOpenClawBin, d.cfg.Runtimes.Node+" "+d.cfg.Runtimes.OpenClawMJS))
 	}
-	if r.Topology == topoEmbedded {
-		env = append(env, "OCE_WORKSPACE_DIR="+d.GatewayWorkspace(rev.NamespaceID, rev.AgentID))
+	if r.Topology == contract.Embedded {
+		env = append(env, kv(contract.EnvWorkspaceDir, d.GatewayWorkspace(rev.NamespaceID, rev.AgentID)))
 	} else {
 		env = append(env,
-			"OCE_PEER_STATUS_URL="+fmt.Sprintf("http://127.0.0.1:%d/openclaw/plugin-runtime/remote-status", r.Ports.HarnessStatus),
-			"OCE_APP_SERVER_URL="+fmt.Sprintf("ws://127.0.0.1:%d", r.Ports.AppServer),
-			"OCE_NODE_WORKSPACE_DIR="+d.HarnessWorkspace(rev.NamespaceID, rev.AgentID),
+			kv(contract.EnvPeerStatusURL, contract.PeerStatusURL("127.0.0.1", r.Ports.HarnessStatus)),
+			kv(contract.EnvAppServerURL, contract.AppServerURL("127.0.0.1", r.Ports.AppServer)),
+			kv(contract.EnvNodeWorkspaceDir, d.HarnessWorkspace(rev.NamespaceID, rev.AgentID)),
 		)
-		if r.Topology == topoDedicatedCodex && d.cfg.Runtimes.NPMCache != "" {
+		if r.Topology == contract.DedicatedCodex && d.cfg.Runtimes.NPMCache != "" {
 			// gatewayd installs the codex plugin offline from it
-			env = append(env, "OCE_NPM_CACHE="+d.cfg.Runtimes.NPMCache)
+			env = append(env, kv(contract.EnvNPMCache, d.cfg.Runtimes.NPMCache))
 		}
 	}
 	p, err := startProc(d.cfg.Runtimes.Tini, "gateway", []string{d.cfg.Binaries.Gatewayd}, env, gw,
 		filepath.Join(r.dir, "gateway.log"))
 	if err != nil {
-		return compute.Transient(CodeTransient, err)
+		return compute.Transient(codes.TransientDependency, err)
 	}
 	r.Gateway, r.Staged = p, false
 	d.log.Info("gateway started", "revision", rev.ID, "pid", p.PID, "port", r.Ports.Gateway)
@@ -396,7 +394,7 @@ func (d *Driver) assetsSource() string {
 func (d *Driver) startHarness(rev state.Revision, r *revRuntime) error {
 	h := filepath.Join(r.dir, "harness")
 	agent := d.AgentDir(rev.NamespaceID, rev.AgentID)
-	login := "api_key"
+	login := contract.LoginAPIKey
 	if a := rev.HarnessAuth; a != nil && a.Method != "" {
 		login = a.Method
 	}
@@ -405,26 +403,26 @@ func (d *Driver) startHarness(rev state.Revision, r *revRuntime) error {
 		a12 = a12[:12]
 	}
 	env := append(d.baseEnv(rev, h, r.Ports.HarnessStatus),
-		"CODEX_LOGIN_MODE="+login,
-		"CODEX_HOME="+filepath.Join(agent, dirHarClaim, "codex-home"),
-		"OCE_WORKSPACE_DIR="+d.HarnessWorkspace(rev.NamespaceID, rev.AgentID),
-		"OCE_NATIVE_CONFIG="+filepath.Join(h, "native-config.json"),
-		"APP_SERVER_PORT="+fmt.Sprint(r.Ports.AppServer),
-		"OCE_APP_SERVER_BIND=127.0.0.1",
-		"OCE_POD_UID="+rev.ID,
-		"OCE_NODEHOST_BIN="+d.cfg.Binaries.Nodehost,
-		"OCE_NODEHOST_STATE_DIR="+filepath.Join(d.HarnessWorkspace(rev.NamespaceID, rev.AgentID), ".oce-node", a12),
-		"OCE_NODEHOST_ENROLLMENT_FILE="+enrollmentFile(r),
-		"OCE_NODEHOST_GATEWAY_URL="+gatewayURL(r.Ports.Gateway),
+		kv(contract.EnvCodexLoginMode, login),
+		kv(contract.EnvCodexHome, filepath.Join(agent, dirHarClaim, "codex-home")),
+		kv(contract.EnvWorkspaceDir, d.HarnessWorkspace(rev.NamespaceID, rev.AgentID)),
+		kv(contract.EnvNativeConfig, filepath.Join(h, "native-config.json")),
+		kv(contract.EnvAppServerPort, fmt.Sprint(r.Ports.AppServer)),
+		kv(contract.EnvAppServerBind, contract.AppServerBindLoopback),
+		kv(contract.EnvPodUID, rev.ID),
+		kv(contract.EnvNodehostBin, d.cfg.Binaries.Nodehost),
+		kv(contract.EnvNodehostStateDir, filepath.Join(d.HarnessWorkspace(rev.NamespaceID, rev.AgentID), contract.NodeStateDirName, a12)),
+		kv(contract.EnvNodehostEnrollment, enrollmentFile(r)),
+		kv(contract.EnvNodehostGatewayURL, gatewayURL(r.Ports.Gateway)),
 	)
 	env = append(env, d.providerEnv(true)...)
 	if d.cfg.Runtimes.Codex != "" {
-		env = append(env, "OCE_CODEX_BIN="+d.cfg.Runtimes.Codex)
+		env = append(env, kv(contract.EnvCodexBin, d.cfg.Runtimes.Codex))
 	}
 	p, err := startProc(d.cfg.Runtimes.Tini, "harness", []string{d.cfg.Binaries.Harnessd}, env, h,
 		filepath.Join(r.dir, "harness.log"))
 	if err != nil {
-		return compute.Transient(CodeTransient, err)
+		return compute.Transient(codes.TransientDependency, err)
 	}
 	r.Harness = p
 	d.log.Info("harness started", "revision", rev.ID, "pid", p.PID)
@@ -432,7 +430,7 @@ func (d *Driver) startHarness(rev state.Revision, r *revRuntime) error {
 }
 
 func enrollmentFile(r *revRuntime) string {
-	return filepath.Join(r.dir, "harness", "enrollment", "enrollment")
+	return filepath.Join(r.dir, "harness", "enrollment", contract.EnrollmentFile)
 }
 
 // ActivateRevision implements compute.Driver: a staged embedded replacement
@@ -449,12 +447,12 @@ func (d *Driver) ActivateRevision(ctx context.Context, rev state.Revision) error
 	r := d.lookup(rev)
 	if r == nil || r.Stopped {
 		d.mu.Unlock()
-		return compute.Transient("ACTIVATION_PENDING", errors.New("local: revision is not prepared"))
+		return compute.Transient(codes.ActivationPending, errors.New("local: revision is not prepared"))
 	}
 	var others []*revRuntime
 	if r.Staged {
 		for id, o := range d.revs {
-			if id != rev.ID && o.AgentID == rev.AgentID && o.Gateway.alive() {
+			if id != rev.ID && o.AgentID == rev.AgentID && o.Gateway.Alive() {
 				others = append(others, o)
 			}
 		}
@@ -467,7 +465,7 @@ func (d *Driver) ActivateRevision(ctx context.Context, rev state.Revision) error
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if r.Staged || !r.Gateway.alive() {
+	if r.Staged || !r.Gateway.Alive() {
 		if err := d.startGateway(ctx, rev, r); err != nil {
 			return err
 		}
@@ -496,13 +494,13 @@ func (d *Driver) stopRuntime(ctx context.Context, r *revRuntime) (compute.StopRe
 	cameBack := wasRunning && r.Stops > 0
 	gw, har := r.Gateway, r.Harness
 	d.mu.Unlock()
-	if gone, err := stopProc(ctx, gw, d.cfg.GatewayStopWait, d.cfg.LeftoverGrace, d.cfg.PollInterval); err != nil {
-		return compute.StopResult{}, compute.Transient(CodeTransient, err)
+	if gone, err := proc.Stop(ctx, gw, d.cfg.GatewayStopWait, d.cfg.LeftoverGrace, d.cfg.PollInterval); err != nil {
+		return compute.StopResult{}, compute.Transient(codes.TransientDependency, err)
 	} else if !gone {
 		d.log.Warn("gateway killed after the stop budget", "revision", r.RevisionID)
 	}
-	if gone, err := stopProc(ctx, har, d.cfg.HarnessStopWait, d.cfg.LeftoverGrace, d.cfg.PollInterval); err != nil {
-		return compute.StopResult{}, compute.Transient(CodeTransient, err)
+	if gone, err := proc.Stop(ctx, har, d.cfg.HarnessStopWait, d.cfg.LeftoverGrace, d.cfg.PollInterval); err != nil {
+		return compute.StopResult{}, compute.Transient(codes.TransientDependency, err)
 	} else if !gone {
 		d.log.Warn("harness killed after the stop budget", "revision", r.RevisionID)
 	}
@@ -513,7 +511,7 @@ func (d *Driver) stopRuntime(ctx context.Context, r *revRuntime) (compute.StopRe
 		r.Stops++
 	}
 	if err := r.save(); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return compute.StopResult{}, compute.Transient(CodeTransient, err)
+		return compute.StopResult{}, compute.Transient(codes.TransientDependency, err)
 	}
 	if wasRunning {
 		d.log.Info("revision stopped", "revision", r.RevisionID, "cameBack", cameBack)
@@ -538,7 +536,7 @@ func (d *Driver) RetireRevision(ctx context.Context, rev state.Revision) error {
 	}
 	delete(d.revs, rev.ID)
 	if err := os.RemoveAll(d.RevisionDir(rev)); err != nil {
-		return compute.Transient(CodeTransient, err)
+		return compute.Transient(codes.TransientDependency, err)
 	}
 	return nil
 }
@@ -569,7 +567,7 @@ func (d *Driver) DeleteAgentRuntimeCredentials(ctx context.Context, agent state.
 	}
 	d.dropRoute(agent.ID)
 	if err := os.RemoveAll(d.AgentDir(agent.NamespaceID, agent.ID)); err != nil {
-		return compute.Transient(CodeTransient, err)
+		return compute.Transient(codes.TransientDependency, err)
 	}
 	return nil
 }
@@ -591,10 +589,10 @@ func (d *Driver) Shutdown(ctx context.Context) {
 	for _, r := range rs {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			if _, err := stopProc(ctx, r.Gateway, d.cfg.GatewayStopWait, d.cfg.LeftoverGrace, d.cfg.PollInterval); err != nil {
+			if _, err := proc.Stop(ctx, r.Gateway, d.cfg.GatewayStopWait, d.cfg.LeftoverGrace, d.cfg.PollInterval); err != nil {
 				return
 			}
-			_, _ = stopProc(ctx, r.Harness, d.cfg.HarnessStopWait, d.cfg.LeftoverGrace, d.cfg.PollInterval)
+			_, _ = proc.Stop(ctx, r.Harness, d.cfg.HarnessStopWait, d.cfg.LeftoverGrace, d.cfg.PollInterval)
 		}()
 	}
 	for range rs {

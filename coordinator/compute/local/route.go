@@ -1,10 +1,10 @@
 package local
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,7 +12,10 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
-	"oce.dev/oce/shared/ocproto"
+	"oce.dev/oce/shared/atomicfile"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
+	"oce.dev/oce/shared/relay"
 )
 
 // Route is the Agent's stable gateway endpoint as `occ agent send` reads it
@@ -76,24 +79,9 @@ func (rt *route) close() {
 }
 
 func (rt *route) serve() {
-	for {
-		c, err := rt.ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			up, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", rt.target()))
-			if err != nil {
-				return
-			}
-			defer up.Close()
-			done := make(chan struct{}, 2)
-			go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
-			go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
-			<-done
-		}()
-	}
+	_ = relay.Serve(rt.ln, func() (net.Conn, error) {
+		return net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", rt.target()))
+	})
 }
 
 func (d *Driver) socketPath(agentID string) string {
@@ -107,7 +95,7 @@ func (d *Driver) socketPath(agentID string) string {
 // setRoute points the Agent's endpoint at r's gateway; d.mu is held.
 func (d *Driver) setRoute(rev state.Revision, r *revRuntime) error {
 	if err := mkdirs(filepath.Join(d.cfg.DataDir, dirRoutes)); err != nil {
-		return compute.Transient(CodeTransient, err)
+		return compute.Transient(codes.TransientDependency, err)
 	}
 	rt, ok := d.routes[rev.AgentID]
 	if !ok {
@@ -115,7 +103,7 @@ func (d *Driver) setRoute(rev state.Revision, r *revRuntime) error {
 		_ = os.Remove(sock)
 		ln, err := net.Listen("unix", sock)
 		if err != nil {
-			return compute.Transient(CodeTransient, fmt.Errorf("local: route socket: %w", err))
+			return compute.Transient(codes.TransientDependency, fmt.Errorf("local: route socket: %w", err))
 		}
 		_ = os.Chmod(sock, 0o600)
 		rt = &route{ln: ln}
@@ -126,14 +114,14 @@ func (d *Driver) setRoute(rev state.Revision, r *revRuntime) error {
 	rt.rev, rt.port = rev.ID, r.Ports.Gateway
 	rt.mu.Unlock()
 	rec := Route{AgentID: rev.AgentID, RevisionID: rev.ID, Socket: d.socketPath(rev.AgentID),
-		PasswordFile: filepath.Join(d.AgentDir(rev.NamespaceID, rev.AgentID), KeyGatewayPassword),
+		PasswordFile: filepath.Join(d.AgentDir(rev.NamespaceID, rev.AgentID), contract.SecretGatewayPassword),
 		GatewayPort:  r.Ports.Gateway}
 	b, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := ocproto.WriteFileAtomic(RoutePath(d.cfg.DataDir, rev.AgentID), b, 0o600); err != nil {
-		return compute.Transient(CodeTransient, err)
+	if err := atomicfile.Write(RoutePath(d.cfg.DataDir, rev.AgentID), b, 0o600); err != nil {
+		return compute.Transient(codes.TransientDependency, err)
 	}
 	return nil
 }
@@ -176,4 +164,18 @@ func (d *Driver) restoreRoutes() {
 		d.routes[rec.AgentID] = rt
 		go rt.serve()
 	}
+}
+
+// Endpoints implements compute.Endpointer from the Agent's route record:
+// the Unix socket and the password file live on this machine.
+func (d *Driver) Endpoints(_ context.Context, agent state.Agent) (compute.Endpoints, error) {
+	if err := checkIDs(agent.ID); err != nil {
+		return compute.Endpoints{}, err
+	}
+	rec, err := ReadRoute(d.cfg.DataDir, agent.ID)
+	if err != nil {
+		return compute.Endpoints{}, fmt.Errorf("%w: %v", compute.ErrNoEndpoint, err)
+	}
+	return compute.Endpoints{RevisionID: rec.RevisionID, Gateway: gatewayURL(rec.GatewayPort), Socket: rec.Socket,
+		PasswordFile: rec.PasswordFile}, nil
 }

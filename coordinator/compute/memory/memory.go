@@ -13,6 +13,7 @@ import (
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
 // Op names a Driver operation in the call log and in fault rules.
@@ -88,10 +89,10 @@ var _ compute.Driver = (*Driver)(nil)
 func DefaultCapabilities() compute.Capabilities {
 	return compute.Capabilities{
 		Name: Name,
-		Topologies: map[compute.Topology][]string{
-			{Harness: state.HarnessOpenClaw, Mode: state.ModeEmbedded}:  {"api_key"},
-			{Harness: state.HarnessCodex, Mode: state.ModeDedicated}:    {"api_key", "codex_pat", "oauth", "chatgpt_service_account", "credential_source"},
-			{Harness: state.HarnessOpenClaw, Mode: state.ModeDedicated}: {"api_key", "credential_source"},
+		Topologies: map[contract.Topology][]string{
+			contract.Embedded:          {"api_key"},
+			contract.DedicatedCodex:    {"api_key", "codex_pat", "oauth", "chatgpt_service_account", "credential_source"},
+			contract.DedicatedOpenClaw: {"api_key", "credential_source"},
 		},
 		StoppedPredecessors: map[string]bool{state.ModeDedicated: true},
 	}

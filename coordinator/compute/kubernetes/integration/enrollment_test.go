@@ -14,6 +14,7 @@ import (
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/compute/kubernetes/k8stest"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/contract"
 )
 
 // fakeGateway stands in for the dedicated Gateways' status routes (kwok
@@ -70,7 +71,7 @@ func newDriverWith(t testing.TB, cs kubernetes.Interface, st kdriver.GatewayStat
 	d, err := kdriver.New(kdriver.Config{GatewayImage: gatewayImage, HarnessImage: harnessImage,
 		StorageClass: k8stest.StorageClassName, PollInterval: 20 * time.Millisecond, GatewayStatus: st,
 		Credentials: kdriver.CredentialsFunc(func(_ context.Context, rev state.Revision) (map[string][]byte, error) {
-			return map[string][]byte{kdriver.KeyOpenAIAPIKey: []byte(modelSecret)}, nil
+			return map[string][]byte{contract.SecretOpenAIAPIKey: []byte(modelSecret)}, nil
 		})}, cs)
 	require.NoError(t, err)
 	return d

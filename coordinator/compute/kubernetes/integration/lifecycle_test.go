@@ -75,7 +75,7 @@ func TestLiveReadinessCases(t *testing.T) {
 	require.Equal(t, kdriver.ReasonHarnessNotReady+":"+kdriver.ReasonPodNotReady, o.Reason)
 	err := d.ActivateRevision(ctx, rev)
 	code, _ := compute.ErrorCode(err, "")
-	require.Equal(t, kdriver.CodeActivationPending, code, "activation repeats the check")
+	require.Equal(t, codes.ActivationPending, code, "activation repeats the check")
 
 	setPodStatus(t, dp, pods[0], func(p *corev1.Pod) {
 		setCondition(p, corev1.PodCondition{Type: kdriver.ConditionRuntimeFailure, Status: corev1.ConditionTrue,
@@ -354,7 +354,7 @@ func TestDeleteOnlyWhatTheAgentOwns(t *testing.T) {
 
 	err = d.DeleteNamespace(ctx, state.Namespace{ID: nsID})
 	code, _ := compute.ErrorCode(err, "")
-	require.Equal(t, kdriver.CodeNamespaceNotEmpty, code)
+	require.Equal(t, codes.NamespaceNotEmpty, code)
 	require.ErrorIs(t, err, kdriver.ErrNotEmpty)
 
 	require.NoError(t, d.RetireRevision(ctx, r2))

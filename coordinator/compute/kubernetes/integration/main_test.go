@@ -26,6 +26,7 @@ import (
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/compute/kubernetes/k8stest"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/contract"
 )
 
 var env *k8stest.Env
@@ -109,9 +110,9 @@ func newDriver(t testing.TB, cs kubernetes.Interface) *kdriver.Driver {
 		GatewayStatus: newFakeGateway(true), // kwok runs no Gateway: its node enrolls on the first code
 		Credentials: kdriver.CredentialsFunc(func(_ context.Context, rev state.Revision) (map[string][]byte, error) {
 			if rev.Mode == state.ModeEmbedded {
-				return map[string][]byte{kdriver.KeyModelAPIKey: []byte(modelSecret)}, nil
+				return map[string][]byte{contract.SecretModelAPIKey: []byte(modelSecret)}, nil
 			}
-			return map[string][]byte{kdriver.KeyOpenAIAPIKey: []byte(modelSecret)}, nil
+			return map[string][]byte{contract.SecretOpenAIAPIKey: []byte(modelSecret)}, nil
 		})}, cs)
 	require.NoError(t, err)
 	return d

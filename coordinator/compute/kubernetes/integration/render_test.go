@@ -13,6 +13,7 @@ import (
 
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/contract"
 )
 
 func secretNames(spec corev1.PodSpec) []string {
@@ -109,7 +110,7 @@ func TestEmbeddedRenderApplyObserve(t *testing.T) {
 		if len(s) > len("harness-secrets-") && s[:len("harness-secrets-")] == "harness-secrets-" {
 			sec, err := env.Client.CoreV1().Secrets(dp).Get(ctx, s, metav1.GetOptions{})
 			require.NoError(t, err)
-			require.Equal(t, modelSecret, string(sec.Data[kdriver.KeyModelAPIKey]))
+			require.Equal(t, modelSecret, string(sec.Data[contract.SecretModelAPIKey]))
 			hasModel = true
 		}
 	}
@@ -222,7 +223,7 @@ func TestDedicatedRenderApplyObserve(t *testing.T) {
 	var harnessModel bool
 	for _, s := range secretNames(hs) {
 		sec, err := env.Client.CoreV1().Secrets(dp).Get(ctx, s, metav1.GetOptions{})
-		if err == nil && string(sec.Data[kdriver.KeyOpenAIAPIKey]) == modelSecret {
+		if err == nil && string(sec.Data[contract.SecretOpenAIAPIKey]) == modelSecret {
 			harnessModel = true
 		}
 	}

@@ -1,0 +1,93 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/state"
+)
+
+// The API edge: state types never leave this package as response bodies
+// and wire types never reach a command. Every converter copies field by
+// field, so a change to either side is a compile error or a failing
+// round-trip test (convert_test.go), never a silent contract change.
+
+func wireNamespace(n state.Namespace) wire.Namespace {
+	return wire.Namespace{ID: n.ID, Name: n.Name, CreatedAt: n.CreatedAt}
+}
+
+func wireConfiguration(c state.Configuration) wire.Configuration {
+	return wire.Configuration{ID: c.ID, NamespaceID: c.NamespaceID, Name: c.Name, Generation: c.Generation,
+		Document: c.Document, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+}
+
+func wireHarnessAuth(a *state.HarnessAuth) *wire.HarnessAuth {
+	if a == nil {
+		return nil
+	}
+	return &wire.HarnessAuth{Method: a.Method, CredentialKind: a.CredentialKind, SourceRef: a.SourceRef}
+}
+
+// stateHarnessAuth converts a request's binding into the command's.
+func stateHarnessAuth(a *wire.HarnessAuth) *state.HarnessAuth {
+	if a == nil {
+		return nil
+	}
+	return &state.HarnessAuth{Method: a.Method, CredentialKind: a.CredentialKind, SourceRef: a.SourceRef}
+}
+
+func wireAgent(a state.Agent) wire.Agent {
+	return wire.Agent{ID: a.ID, NamespaceID: a.NamespaceID, Name: a.Name, ExecutionMode: a.ExecutionMode,
+		ConfigurationID: a.ConfigurationID, HarnessAuth: wireHarnessAuth(a.HarnessAuth), ComputeID: a.ComputeID,
+		Plugins: a.Plugins, ActiveRevisionID: a.ActiveRevisionID, RevisionCount: a.RevisionCount,
+		Deleting: a.Deleting, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+}
+
+func wireRevision(r state.Revision) wire.Revision {
+	return wire.Revision{ID: r.ID, AgentID: r.AgentID, NamespaceID: r.NamespaceID, Number: r.Number,
+		Document: r.Document, ConfigurationID: r.ConfigurationID, ConfigurationGeneration: r.ConfigurationGeneration,
+		Harness: wire.HarnessIdentity{ID: r.Harness.ID, Version: r.Harness.Version}, Mode: r.Mode,
+		ComputeID: r.ComputeID, HarnessAuth: wireHarnessAuth(r.HarnessAuth), Plugins: r.Plugins, Status: r.Status,
+		FailureCode: r.FailureCode, FailureDetail: r.FailureDetail, CreatedAt: r.CreatedAt}
+}
+
+func wireWork(w state.Work) wire.Work {
+	return wire.Work{ID: w.ID, Kind: w.Kind, NamespaceID: w.NamespaceID, AgentID: w.AgentID, RevisionID: w.RevisionID,
+		State: w.State, Phase: w.Phase, Attempts: w.Attempts, MaxAttempts: w.MaxAttempts, AvailableAt: w.AvailableAt,
+		Owner: w.Owner, LeaseExpiry: w.LeaseExpiry, LastCode: w.LastCode, LastDetail: w.LastDetail, Actor: w.Actor,
+		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt}
+}
+
+func wireAudit(r state.AuditRecord) wire.AuditRecord {
+	return wire.AuditRecord{Seq: r.Seq, Time: r.Time, Action: r.Action, Actor: r.Actor, NamespaceID: r.NamespaceID,
+		AgentID: r.AgentID, RevisionID: r.RevisionID, Details: r.Details}
+}
+
+// listOf converts a state collection into a wire list (never a null items).
+func listOf[S, W any](items []S, conv func(S) W) wire.List[W] {
+	out := make([]W, 0, len(items))
+	for _, it := range items {
+		out = append(out, conv(it))
+	}
+	return wire.List[W]{Items: out}
+}
+
+// wireCluster converts the Backend's cluster report. The store defines it
+// (the API does not import the store), so it crosses as JSON; a field the
+// wire type lacks is an error here rather than a silent drop, and
+// coordinator/server's tests hold the two in step.
+func wireCluster(info any) (wire.Cluster, error) {
+	var out wire.Cluster
+	b, err := json.Marshal(info)
+	if err != nil {
+		return out, fmt.Errorf("api: cluster report: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&out); err != nil {
+		return out, fmt.Errorf("api: cluster report: %w", err)
+	}
+	return out, nil
+}

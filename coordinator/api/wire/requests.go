@@ -1,0 +1,53 @@
+package wire
+
+import "encoding/json"
+
+// CreateNamespace is the body of POST /v1/namespaces.
+type CreateNamespace struct {
+	Name string `json:"name"`
+}
+
+// CreateConfiguration is the body of POST /v1/namespaces/{ns}/configurations.
+type CreateConfiguration struct {
+	Name     string          `json:"name"`
+	Document json.RawMessage `json:"document"`
+}
+
+// UpdateConfiguration is the body of PUT /v1/namespaces/{ns}/configurations/{cfg}.
+type UpdateConfiguration struct {
+	Document json.RawMessage `json:"document"`
+}
+
+// CreateAgent is the body of POST /v1/namespaces/{ns}/agents.
+// Configuration names the Configuration by id or name in the same Namespace.
+type CreateAgent struct {
+	Name          string       `json:"name"`
+	Configuration string       `json:"configuration"`
+	ExecutionMode string       `json:"executionMode,omitempty"`
+	HarnessAuth   *HarnessAuth `json:"harnessAuth,omitempty"`
+	ComputeID     string       `json:"computeId,omitempty"`
+	Plugins       []string     `json:"plugins,omitempty"`
+}
+
+// UpdateAgent is the body of PATCH /v1/namespaces/{ns}/agents/{agent}; omitted
+// fields keep their values.
+type UpdateAgent struct {
+	ExecutionMode *string      `json:"executionMode,omitempty"`
+	Configuration *string      `json:"configuration,omitempty"`
+	HarnessAuth   *HarnessAuth `json:"harnessAuth,omitempty"`
+	ComputeID     *string      `json:"computeId,omitempty"`
+	Plugins       *[]string    `json:"plugins,omitempty"`
+}
+
+// Deploy is the optional body of POST …/agents/{agent}/deploy.
+type Deploy struct {
+	// LogLevel is the runtime log level admission renders (default info).
+	LogLevel string `json:"logLevel,omitempty"`
+}
+
+// DeployResult is the 202 answer of a deploy: the admitted revision and the
+// id of its activate work.
+type DeployResult struct {
+	Revision
+	WorkID string `json:"workId"`
+}

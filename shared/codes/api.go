@@ -1,0 +1,25 @@
+package codes
+
+// Codes of the coordinator API's error envelope (docs/API.md). Each has one
+// HTTP status; the client branches on the code, never on the message.
+const (
+	InvalidRequest   Code = "INVALID_REQUEST"   // 400, also 413 for an oversized body
+	Unauthorized     Code = "UNAUTHORIZED"      // 401
+	NotFound         Code = "NOT_FOUND"         // 404
+	ResourceConflict Code = "RESOURCE_CONFLICT" // 409
+	NotLeader        Code = "NOT_LEADER"        // 421 (leader known) or 503 (no leader)
+	NotReady         Code = "NOT_READY"         // 503 from /readyz
+	Internal         Code = "INTERNAL"          // 500
+)
+
+// Reasons an INVALID_REQUEST of cluster administration carries in
+// details.reason.
+const (
+	InvalidBackup Code = "INVALID_BACKUP" // a restore stream is not a backup of this store
+	InvalidMember Code = "INVALID_MEMBER" // a join/remove/transfer names no valid member
+)
+
+var api = set(InvalidRequest, Unauthorized, NotFound, ResourceConflict, NotLeader, NotReady, Internal)
+
+// IsAPI reports whether c is an API error code.
+func IsAPI(c Code) bool { return api[c] }

@@ -1,0 +1,47 @@
+package contract
+
+// Secret file names in EnvSecretsDir: one secret per file, mode 0400 or
+// 0600, never logged.
+const (
+	SecretGatewayPassword  = "gateway-password"   // the Agent's managed gateway password
+	SecretStatusToken      = "status-token"       // bearer of RouteSetupCode and RouteNodes
+	SecretAppServerToken   = "app-server-token"   // dedicated Codex: app-server capability token
+	SecretPluginStatusKey  = "plugin-status-key"  // dedicated: HMAC key of the remote-status bearer
+	SecretModelAPIKey      = "model-api-key"      // embedded: the model credential
+	SecretOpenAIAPIKey     = "openai-api-key"     // dedicated Codex, api_key login
+	SecretCodexAccessToken = "codex-access-token" // dedicated Codex, codex_pat / service account login
+)
+
+// EnrollmentFile is the name of the one-use enrollment file (a setup code)
+// a driver delivers to the Harness, mode 0600.
+const EnrollmentFile = "enrollment"
+
+// NodeStateDirName is the directory under the Harness workspace that keeps
+// the companion node's identity across Pod and revision replacement
+// (EnvNodehostStateDir = <workspace>/NodeStateDirName/<agent12>).
+const NodeStateDirName = ".oce-node"
+
+// Ports inside a workload.
+const (
+	GatewayPort   = 18789 // the OpenClaw gateway (EnvGatewayPort)
+	AppServerPort = 18790 // the Codex app-server (EnvAppServerPort)
+	StatusPort    = 18791 // every supervisor's private status server (EnvStatusAddr)
+)
+
+// Default in-container paths (the images' layout); the local driver points
+// the variables at per-revision directories instead.
+const (
+	PathSecretsDir       = "/var/run/oce/secrets"
+	PathEnrollmentDir    = "/var/run/oce/enrollment"
+	PathHome             = "/home/node"
+	PathOpenClawState    = "/home/node/.openclaw"
+	PathGatewayConfigDir = "/home/node/.openclaw/config"
+	PathWorkspace        = "/home/node/workspace"
+	PathCodexHome        = "/home/node/.codex"
+	PathAdmittedConfig   = "/etc/openclaw/openclaw.json"
+	PathNativeConfig     = "/etc/oce/native-config.json"
+	PathNodehostBin      = "/usr/local/bin/nodehost"
+	PathNodehostState    = "/home/node/.openclaw-node"
+	PathAssetsSource     = "/app/skills"
+	PathAssetsDir        = "/home/node/openclaw-runtime-assets/bundled-skills"
+)

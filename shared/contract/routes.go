@@ -1,0 +1,42 @@
+package contract
+
+import "fmt"
+
+// Status-server routes the drivers and the peer supervisor call.
+const (
+	RouteReadyz        = "/readyz"
+	RouteRuntimeStatus = "/openclaw/runtime/status"               // carries the held runtimeFailure
+	RouteRemoteStatus  = "/openclaw/plugin-runtime/remote-status" // the Harness, for its Gateway peer
+	// RouteSetupCode (POST, bearer SecretStatusToken) mints a one-use setup
+	// code on a Gateway: SetupCodeResponse.
+	RouteSetupCode = "/oce/v1/setup-code"
+	// RouteNodes (GET, bearer SecretStatusToken) lists the nodes a Gateway
+	// knows: NodesResponse.
+	RouteNodes = "/oce/v1/nodes"
+)
+
+// SetupCodeResponse is the answer of RouteSetupCode.
+type SetupCodeResponse struct {
+	SetupCode   string `json:"setupCode"`
+	ExpiresAtMs int64  `json:"expiresAtMs"`
+}
+
+// Node is one entry of RouteNodes.
+type Node struct {
+	NodeID    string   `json:"nodeId"`
+	Connected bool     `json:"connected"`
+	Commands  []string `json:"commands"`
+}
+
+// NodesResponse is the answer of RouteNodes.
+type NodesResponse struct {
+	Nodes []Node `json:"nodes"`
+}
+
+// PeerStatusURL is EnvPeerStatusURL for a Harness status server at host:port.
+func PeerStatusURL(host string, port int) string {
+	return fmt.Sprintf("http://%s:%d%s", host, port, RouteRemoteStatus)
+}
+
+// AppServerURL is EnvAppServerURL for an app-server at host:port.
+func AppServerURL(host string, port int) string { return fmt.Sprintf("ws://%s:%d", host, port) }
