@@ -94,6 +94,10 @@ func applyCreateAgent(d *data, c Command, p CreateAgent) (any, error) {
 	if _, ok := d.agentByName[nameKey{p.NamespaceID, p.Name}]; ok {
 		return nil, fmt.Errorf("%w: agent name %q is taken", ErrConflict, p.Name)
 	}
+	if err := validPolicy(p.Rollback); err != nil {
+		return nil, err
+	}
+	d.act.setPolicy(p.ID, p.Rollback)
 	a := Agent{ID: p.ID, NamespaceID: p.NamespaceID, Name: p.Name, ExecutionMode: mode,
 		ConfigurationID: p.ConfigurationID, HarnessAuth: cloneAuth(p.HarnessAuth), ComputeID: p.ComputeID,
 		Plugins: cloneStrings(p.Plugins), CreatedAt: c.Time, UpdatedAt: c.Time}
@@ -108,6 +112,9 @@ func applyUpdateAgent(d *data, c Command, p UpdateAgent) (any, error) {
 	}
 	if a.Deleting {
 		return nil, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
+	}
+	if err := validPolicy(p.Rollback); err != nil && p.Rollback.Enabled {
+		return nil, err
 	}
 	if p.ExecutionMode != nil {
 		if !validMode(*p.ExecutionMode) {
@@ -129,6 +136,9 @@ func applyUpdateAgent(d *data, c Command, p UpdateAgent) (any, error) {
 	}
 	if p.Plugins != nil {
 		a.Plugins = cloneStrings(*p.Plugins)
+	}
+	if p.Rollback != nil {
+		d.act.setPolicy(a.ID, p.Rollback)
 	}
 	a.UpdatedAt = c.Time
 	d.agents[a.ID] = a
@@ -214,7 +224,11 @@ func applyAdmitRevision(d *data, c Command, p AdmitRevision) (any, error) {
 }
 
 func applyRequestStop(d *data, c Command, p RequestStop) (any, error) {
-	return requestWork(d, c, p.AgentID, p.WorkID, p.MaxAttempts, WorkStop)
+	w, err := requestWork(d, c, p.AgentID, p.WorkID, p.MaxAttempts, WorkStop)
+	if err == nil {
+		d.requestCancels(c, p.AgentID) // a stop cancels a pending activation
+	}
+	return w, err
 }
 
 func applyRequestDelete(d *data, c Command, p RequestDelete) (any, error) {

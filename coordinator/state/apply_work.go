@@ -2,7 +2,6 @@ package state
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -168,11 +167,12 @@ func applyFailWork(d *data, c Command, p FailWork) (any, error) {
 // failWork ends w as failed; an activate work's revision fails too unless it
 // is already its Agent's active revision (then only the work records it).
 func failWork(d *data, c Command, w Work, code, detail string) Work {
+	keep := d.onWorkEnded(w)
 	w = release(w, WorkFailed, c.Time)
 	w.LastCode, w.LastDetail = code, detail
 	d.putWork(w)
 	a := d.agents[w.AgentID]
-	if r, ok := d.revisions[w.RevisionID]; ok && w.Kind == WorkActivate && a.ActiveRevisionID != r.ID {
+	if r, ok := d.revisions[w.RevisionID]; ok && w.Kind == WorkActivate && a.ActiveRevisionID != r.ID && !keep {
 		r.Status = RevisionFailed
 		r.FailureCode, r.FailureDetail = code, detail
 		d.revisions[r.ID] = r
@@ -202,6 +202,7 @@ func applySupersedeWork(d *data, c Command, p SupersedeWork) (any, error) {
 	if d.revisions[ids[len(ids)-1]].Number <= r.Number {
 		return nil, fmt.Errorf("%w: revision %q has no newer revision", ErrConflict, r.ID)
 	}
+	d.onWorkEnded(w)
 	w = release(w, WorkSuperseded, c.Time)
 	d.putWork(w)
 	if r.Status == RevisionPending {
@@ -282,12 +283,13 @@ func applyActivateRevision(d *data, c Command, p ActivateRevision) (any, error) 
 	if a.Deleting {
 		return nil, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
 	}
-	if r.Status != RevisionPending && r.Status != RevisionActive {
+	if !d.activatable(w, r) {
 		return nil, fmt.Errorf("%w: revision %q is %s", ErrConflict, r.ID, r.Status)
 	}
 	if a.ActiveRevisionID != p.Expected {
 		return nil, fmt.Errorf("%w: active revision is %q, expected %q", ErrActiveRevisionChanged, a.ActiveRevisionID, p.Expected)
 	}
+	d.onActivate(c, w, r, a.ActiveRevisionID)
 	a.ActiveRevisionID = r.ID
 	a.UpdatedAt = c.Time
 	r.Status = RevisionActive
@@ -323,12 +325,11 @@ func applyCompleteActivation(d *data, c Command, p CompleteActivation) (any, err
 	if len(p.Retired) > 0 {
 		d.dropStops(a.ID, p.Retired)
 	}
+	d.onComplete(c, w, a, r, p.Retired)
 	w = release(w, WorkCompleted, c.Time)
 	w.Phase = PhaseActive
 	w.LastCode, w.LastDetail = "", ""
 	d.putWork(w)
-	d.appendAudit(c.Time, w.Actor, AuditActivate, a, r.ID,
-		map[string]string{"number": strconv.FormatInt(r.Number, 10), "workId": w.ID})
 	return w, nil
 }
 
@@ -390,6 +391,7 @@ func applyCompleteDeletion(d *data, c Command, p CompleteDeletion) (any, error) 
 	if !ok || !a.Deleting {
 		return nil, fmt.Errorf("%w: agent %q is not being deleted", ErrConflict, w.AgentID)
 	}
+	d.forgetAgent(a.ID, d.agentRevs[a.ID])
 	for _, id := range d.agentRevs[a.ID] {
 		delete(d.revisions, id)
 	}

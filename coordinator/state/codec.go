@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"time"
 )
 
@@ -100,6 +101,7 @@ func init() {
 		CmdSetInstallation:    typed(applySetInstallation),
 		CmdExpireWork:         typed(applyExpireWork),
 	}
+	maps.Copy(handlers, activationHandlers)
 }
 
 // typed adapts a payload-specific apply function, decoding the payload

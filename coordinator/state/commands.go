@@ -66,6 +66,8 @@ type CreateAgent struct {
 	HarnessAuth     *HarnessAuth `json:"harnessAuth,omitempty"`
 	ComputeID       string       `json:"computeId,omitempty"`
 	Plugins         []string     `json:"plugins,omitempty"`
+	// Rollback is the Agent's opt-in rollback policy (activation.go).
+	Rollback *RollbackPolicy `json:"rollback,omitempty"`
 }
 
 // UpdateAgent changes the fields that are set; an omitted ExecutionMode
@@ -77,6 +79,8 @@ type UpdateAgent struct {
 	HarnessAuth     *HarnessAuth `json:"harnessAuth,omitempty"`
 	ComputeID       *string      `json:"computeId,omitempty"`
 	Plugins         *[]string    `json:"plugins,omitempty"`
+	// Rollback replaces the rollback policy when set (Enabled false clears it).
+	Rollback *RollbackPolicy `json:"rollback,omitempty"`
 }
 
 // AdmitRevision freezes an admitted revision and enqueues its activate work

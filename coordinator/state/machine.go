@@ -26,6 +26,7 @@ type data struct {
 	audit          []AuditRecord
 	auditSeq       int64
 	installation   Installation
+	act            activation // truthful activation (activation.go), snapshot section "activation"
 
 	// Indexes derived from the above (rebuilt on restore, not snapshotted),
 	// so scheduling scans only live work however long the history grows.
@@ -56,6 +57,7 @@ func newData() data {
 		cfgByName:      map[nameKey]string{},
 		agentByName:    map[nameKey]string{},
 		nsAgents:       map[string]map[string]struct{}{},
+		act:            newActivation(),
 	}
 }
 

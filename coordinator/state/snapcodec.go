@@ -185,7 +185,7 @@ func (d *data) marshal() []byte {
 	size += 256*len(d.work) + 192*len(d.agents) + 192*len(d.audit)
 	e := &snapEnc{b: make([]byte, 0, size)}
 	e.b = append(e.b, snapMagic...)
-	e.uint(snapshotVersion)
+	e.uint(d.snapVersion())
 	encodeSorted(e, d.namespaces, e.namespace)
 	encodeSorted(e, d.configurations, e.configuration)
 	encodeSorted(e, d.agents, e.agent)
@@ -214,6 +214,7 @@ func (d *data) marshal() []byte {
 	}
 	e.int(d.auditSeq)
 	e.installation(d.installation)
+	d.marshalSections(e)
 	return e.b
 }
 
@@ -443,7 +444,8 @@ func decodeEach[T any](r *snapDec, presize func(n int), read func() T, load func
 // unmarshalBinary decodes a version-2 body into fresh data with its indexes.
 func unmarshalBinary(b []byte) (data, error) {
 	r := &snapDec{b: b[len(snapMagic):], syms: map[string]string{}}
-	if v := r.uint(); r.err == nil && v != snapshotVersion {
+	v := r.uint()
+	if r.err == nil && v != snapshotVersion && v != snapshotVersionSections {
 		return data{}, fmt.Errorf("%w: snapshot version %d", ErrInvalid, v)
 	}
 	d := newData()
@@ -472,6 +474,9 @@ func unmarshalBinary(b []byte) (data, error) {
 	}
 	d.auditSeq = r.int()
 	d.installation = r.installation()
+	if v == snapshotVersionSections {
+		r.sections(&d)
+	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail(fmt.Errorf("%d bytes of trailing data", len(r.b)))
 	}

@@ -17,6 +17,10 @@ import (
 const (
 	snapshotVersionJSON = 1
 	snapshotVersion     = 2
+	// snapshotVersionSections is version 2 followed by the trailer of named
+	// sections (snapsections.go); a state without section data is written
+	// as version 2.
+	snapshotVersionSections = 3
 )
 
 // snapshotJSON is the version-1 encoding: every collection a slice sorted by
