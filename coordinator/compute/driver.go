@@ -76,6 +76,9 @@ type Observation struct {
 	// becomes ready by itself, so the engine fails it at once.
 	HeldCode codes.Code
 	Cause    *codes.Cause // kept for MODEL_PROBE_FAILED
+	// Phase is the runtime's latest startup phase (closed set of the
+	// supervisors' phase names), when the driver can read it.
+	Phase string
 }
 
 // StopResult is the outcome of StopRevision.

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
 )
 
 // validate re-checks the frozen revision against the current state and the
 // driver; it returns a failure code and detail, or "" when valid.
-func (e *Engine) validate(w state.Work) (state.Agent, state.Revision, codes.Code, string) {
+func (e *Engine) validate(w state.Work, rollback bool) (state.Agent, state.Revision, codes.Code, string) {
 	m := e.p.Machine()
 	a, ok := m.Agent(w.AgentID)
 	if !ok || a.Deleting {
@@ -30,7 +31,7 @@ func (e *Engine) validate(w state.Work) (state.Agent, state.Revision, codes.Code
 		}
 	}
 	recovering := a.ActiveRevisionID == r.ID && r.Status == state.RevisionActive
-	if r.Status != state.RevisionPending && !recovering {
+	if r.Status != state.RevisionPending && !recovering && !rollback {
 		return a, r, codes.InvalidAdmittedRevision, "revision is " + r.Status
 	}
 	// A revision may freeze only an approved topology (REFERENCE §7.3), and
@@ -50,25 +51,51 @@ func (e *Engine) validate(w state.Work) (state.Agent, state.Revision, codes.Code
 
 // activate runs one pass of activate work (REFERENCE §6.2).
 func (e *Engine) activate(cl *claim) {
-	a, rev, code, detail := e.validate(cl.work)
-	if code != "" {
-		cl.fail(code, detail)
-		return
-	}
 	m := e.p.Machine()
-	if a.ActiveRevisionID == rev.ID {
-		// The commit happened in an earlier pass; only finalization remains.
-		e.finalize(cl, rev, false)
+	rollbackFrom, rollback := m.RollbackOf(cl.work.ID)
+	if r, ok := m.Revision(cl.work.RevisionID); ok && !rollback && supersededBySwap(m, r) {
+		// A newer activation swapped this revision out (and finalizes it);
+		// its work ends superseded, never failed.
+		e.supersede(cl, r)
 		return
 	}
-	if latest, _ := m.LatestRevision(a.ID); latest.Number > rev.Number {
-		if _, err := cl.propose(state.CmdSupersedeWork, state.SupersedeWork{ClaimRef: cl.ref}); err != nil {
-			cl.log.Warn("supersede failed", "err", err.Error())
+	a, rev, code, detail := e.validate(cl.work, rollback)
+	if code != "" {
+		e.failRevision(cl, rev, code, detail, nil)
+		return
+	}
+	if a.ActiveRevisionID == rev.ID {
+		// The commit happened in an earlier pass; only finalization remains
+		// (a stop's cancellation no longer applies).
+		e.finalize(cl, rev, false, rollbackFrom)
+		return
+	}
+	if m.CancelRequested(cl.work.ID) {
+		e.cancelActivation(cl, rev)
+		return
+	}
+	if rollback && a.ActiveRevisionID != rollbackFrom {
+		e.failRevision(cl, rev, codes.ActiveRevisionChanged, "the rollback's revision is no longer active", nil)
+		return
+	}
+	if latest, _ := m.LatestRevision(a.ID); !rollback && latest.Number > rev.Number {
+		e.supersede(cl, rev)
+		return
+	}
+	if rt, ok := m.RevisionRuntime(rev.ID); ok && rt.HeldCode != "" && !rollback {
+		// Held on an earlier pass whose stop did not finish: stop, then fail.
+		held := &compute.Observation{HeldCode: codes.Code(rt.HeldCode)}
+		if rt.CauseKind != "" {
+			held.Cause = &codes.Cause{Kind: codes.CauseKind(rt.CauseKind), Detail: rt.CauseDetail}
 		}
+		e.failRevision(cl, rev, codes.RevisionFailure(held.HeldCode), heldDetail(held.HeldCode, held.Cause), held)
+		return
+	}
+	if !rollback && !e.checkCredential(cl, rev) {
 		return
 	}
 	if e.caps.RequiresStoppedPredecessors(rev.Mode) {
-		cameBack, err := e.stopPredecessors(cl, rev)
+		cameBack, err := e.stopPredecessors(cl, rev, rollbackFrom)
 		if err != nil {
 			if !errors.Is(err, errAbandoned) {
 				e.failedPass(cl)
@@ -79,7 +106,7 @@ func (e *Engine) activate(cl *claim) {
 		if cameBack {
 			// The successor is unready while a predecessor came back; the
 			// re-stop schedule handles it on later passes.
-			e.notReady(cl, rev, "predecessor came back")
+			e.notReady(cl, rev, compute.Observation{Reason: "predecessor-came-back"})
 			return
 		}
 	}
@@ -110,11 +137,11 @@ func (e *Engine) activate(cl *claim) {
 		return
 	}
 	if obs.HeldCode != "" {
-		cl.fail(codes.RevisionFailure(obs.HeldCode), heldDetail(obs.HeldCode, obs.Cause))
+		e.failRevision(cl, rev, codes.RevisionFailure(obs.HeldCode), heldDetail(obs.HeldCode, obs.Cause), &obs)
 		return
 	}
 	if !obs.Ready {
-		e.notReady(cl, rev, obs.Reason)
+		e.notReady(cl, rev, obs)
 		return
 	}
 	if err := cl.phase(state.PhaseReady); err != nil {
@@ -141,27 +168,28 @@ func (e *Engine) activate(cl *claim) {
 		}
 		return
 	}
-	cl.log.Info("active revision committed")
-	e.finalize(cl, rev, e.caps.ActivateBeforeCommit)
+	cl.log.Info("active revision committed", "rollback", rollback)
+	e.finalize(cl, rev, e.caps.ActivateBeforeCommit, rollbackFrom)
 }
 
 // notReady defers the pass (giving its attempt back) for a re-observation
 // after the readiness delay, or fails the work once the revision has had the
 // whole convergence window.
-func (e *Engine) notReady(cl *claim, rev state.Revision, reason string) {
+func (e *Engine) notReady(cl *claim, rev state.Revision, obs compute.Observation) {
 	age := e.clk.Now().Sub(rev.CreatedAt)
 	if age > e.cfg.ConvergenceWindow {
-		cl.fail(codes.RevisionNotReady, "not ready within the convergence window: "+reason)
+		e.failRevision(cl, rev, codes.RevisionNotReady, "not ready within the convergence window: "+obs.Reason, nil)
 		return
 	}
-	cl.requeue(codes.ActivationPending, reason, e.readinessDelay(age), true)
+	e.recordProgress(cl, rev, obs)
+	cl.requeue(codes.ActivationPending, progressDetail(obs), e.readinessDelay(age), true)
 }
 
 // finalize runs after the commit: activate (unless just done before the
 // commit), retire every earlier revision, and complete the work with its one
 // activate audit record. Any failure requeues with
 // REVISION_FINALIZATION_INCOMPLETE; the next pass re-runs finalize.
-func (e *Engine) finalize(cl *claim, rev state.Revision, activated bool) {
+func (e *Engine) finalize(cl *claim, rev state.Revision, activated bool, rollbackFrom string) {
 	if hasStopRecord(e.p.Machine(), rev.AgentID, rev.ID) {
 		// Activating a revision recorded as a stopped predecessor forgets
 		// the record, so no later pass skips or re-stops it by mistake.
@@ -171,17 +199,17 @@ func (e *Engine) finalize(cl *claim, rev state.Revision, activated bool) {
 	}
 	if !activated {
 		if err := e.d.ActivateRevision(cl.ctx, rev); err != nil {
-			cl.driverFailed("activateRevision", err, codes.FinalizationIncomplete)
+			e.finalizationFailed(cl, "activateRevision", err)
 			return
 		}
 	}
 	var retired []string
 	for _, p := range e.p.Machine().LiveRevisions(rev.AgentID) {
-		if p.Number >= rev.Number {
+		if p.ID == rev.ID || (p.Number >= rev.Number && p.ID != rollbackFrom) {
 			continue
 		}
 		if err := e.d.RetireRevision(cl.ctx, p); err != nil {
-			cl.driverFailed("retireRevision", err, codes.FinalizationIncomplete)
+			e.finalizationFailed(cl, "retireRevision", err)
 			return
 		}
 		retired = append(retired, p.ID)
@@ -193,25 +221,25 @@ func (e *Engine) finalize(cl *claim, rev state.Revision, activated bool) {
 			cl.retry(codes.ActiveRevisionChanged, err.Error())
 		default:
 			cl.log.Warn("complete activation failed", "err", err.Error())
-			cl.retry(codes.FinalizationIncomplete, err.Error())
+			cl.retry(codes.FinalizationIncomplete, "completeActivation: "+err.Error())
 		}
 		return
 	}
-	cl.log.Info("revision activated", "retired", len(retired))
+	cl.log.Info("revision activated", "retired", len(retired), "rollback", rollbackFrom != "")
 }
 
 // stopPredecessors stops every earlier, unretired revision not already
 // recorded as stopped, and re-stops recorded ones when their check is due
 // (after 1, then 2, 4… leases). The work shows the stopping phase only while
 // a stop actually runs. It reports whether a predecessor came back.
-func (e *Engine) stopPredecessors(cl *claim, rev state.Revision) (bool, error) {
+func (e *Engine) stopPredecessors(cl *claim, rev state.Revision, rollbackFrom string) (bool, error) {
 	records := map[string]state.PredecessorStop{}
 	for _, s := range e.p.Machine().PredecessorStops(rev.AgentID) {
 		records[s.RevisionID] = s
 	}
 	cameBack := false
 	for _, p := range e.p.Machine().LiveRevisions(rev.AgentID) {
-		if p.Number >= rev.Number {
+		if p.ID == rev.ID || (p.Number >= rev.Number && p.ID != rollbackFrom) {
 			continue
 		}
 		rec, recorded := records[p.ID]

@@ -66,6 +66,14 @@ type Config struct {
 	ComputeID string
 	// Seed seeds the backoff jitter (0 picks one at random).
 	Seed uint64
+	// CredentialCheck is the installation's choice of activation order:
+	// CredentialCheckBeforeCutover (default) or CredentialCheckSeed.
+	CredentialCheck string
+	// HealthInterval is how often the leader observes every active
+	// revision's readiness; MaintenanceInterval how often it finalizes
+	// active revisions whose finalization is still owed.
+	HealthInterval      time.Duration
+	MaintenanceInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -81,6 +89,11 @@ func (c Config) withDefaults() Config {
 	def(&c.ReadinessMax, DefaultReadinessMax)
 	def(&c.ConvergenceWindow, DefaultConvergenceWindow)
 	def(&c.PollInterval, DefaultPollInterval)
+	def(&c.HealthInterval, DefaultHealthInterval)
+	def(&c.MaintenanceInterval, DefaultMaintenanceInterval)
+	if c.CredentialCheck == "" {
+		c.CredentialCheck = CredentialCheckBeforeCutover
+	}
 	if c.ReadinessDivisor <= 0 {
 		c.ReadinessDivisor = DefaultReadinessDivisor
 	}
@@ -148,6 +161,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	owner := e.cfg.Owner + "/" + hex.EncodeToString(suffix)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.watch(ctx)
+	}()
 	m := e.p.Machine()
 	for {
 		if ctx.Err() != nil {

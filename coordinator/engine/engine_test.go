@@ -24,8 +24,9 @@ func TestHappyPathEmbedded(t *testing.T) {
 	require.Equal(t, 1, w1.Attempts)
 	a, _ := h.m.Agent("a1")
 	require.Equal(t, "r1", a.ActiveRevisionID)
-	require.Equal(t, []memory.Call{{Op: memory.OpEnsureNamespace, ID: "ns1"}, {Op: memory.OpPrepare, ID: "r1"},
-		{Op: memory.OpObserve, ID: "r1"}, {Op: memory.OpActivate, ID: "r1"}}, h.d.Calls(), "embedded stops no predecessor")
+	require.Equal(t, []memory.Call{{Op: memory.OpCheckCredential, ID: "r1"}, {Op: memory.OpEnsureNamespace, ID: "ns1"},
+		{Op: memory.OpPrepare, ID: "r1"}, {Op: memory.OpObserve, ID: "r1"}, {Op: memory.OpActivate, ID: "r1"}},
+		h.d.Calls()[:5], "the credential is checked first; embedded stops no predecessor")
 
 	h.waitWork(h.deploy("r2", state.HarnessOpenClaw, nil, 0), state.WorkCompleted)
 	a, _ = h.m.Agent("a1")
@@ -59,8 +60,9 @@ func TestHappyPathDedicated(t *testing.T) {
 			r2calls = append(r2calls, c)
 		}
 	}
-	require.Equal(t, []memory.Call{{Op: memory.OpStop, ID: "r1"}, {Op: memory.OpPrepare, ID: "r2"}, {Op: memory.OpObserve, ID: "r2"},
-		{Op: memory.OpActivate, ID: "r2"}, {Op: memory.OpRetire, ID: "r1"}}, r2calls, "the predecessor is stopped before preparation")
+	require.Equal(t, []memory.Call{{Op: memory.OpCheckCredential, ID: "r2"}, {Op: memory.OpStop, ID: "r1"},
+		{Op: memory.OpPrepare, ID: "r2"}, {Op: memory.OpObserve, ID: "r2"}, {Op: memory.OpActivate, ID: "r2"},
+		{Op: memory.OpRetire, ID: "r1"}}, r2calls[:6], "the credential is checked, then the predecessor is stopped before preparation")
 	require.Empty(t, h.m.PredecessorStops("a1"), "retirement drops the stop record")
 	require.Equal(t, []string{state.PhasePreparing, state.PhaseReady}, h.phases("w-r1"))
 	require.Equal(t, []string{state.PhaseStopping, state.PhasePreparing, state.PhaseReady}, h.phases("w-r2"))

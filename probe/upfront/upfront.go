@@ -62,6 +62,10 @@ type Options struct {
 	HTTPClient    *http.Client
 	// Timeout overrides the 8 s request timeout (tests only).
 	Timeout time.Duration
+	// RejectForbidden also fails on HTTP 403, with the same diagnostics:
+	// the coordinator's pre-cutover credential check (a provider that
+	// forbids the key rejects the credential, seed 001).
+	RejectForbidden bool
 }
 
 // Outcome of a check.
@@ -152,7 +156,7 @@ func Check(ctx context.Context, cfg ProviderConfig, o Options) (Result, error) {
 		return Result{Outcome: OutcomeUnreachable}, nil
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
+	if resp.StatusCode != http.StatusUnauthorized && !(o.RejectForbidden && resp.StatusCode == http.StatusForbidden) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
 		return Result{Outcome: OutcomePassed, Status: resp.StatusCode}, nil
 	}

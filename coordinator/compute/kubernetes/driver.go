@@ -83,6 +83,10 @@ type Config struct {
 	// Credentials delivers the model credential; nil delivers none (the
 	// Pods then hold NOT_CONFIGURED at startup).
 	Credentials Credentials
+	// ProviderBaseURLs maps OPENAI / ANTHROPIC to the model endpoint the
+	// coordinator's pre-cutover credential check calls instead of the
+	// default one (tests: the offline fake provider).
+	ProviderBaseURLs map[string]string
 	// GatewayStopWait, HarnessStopWait and PollInterval override the stop
 	// deadlines (tests inject shorter ones).
 	GatewayStopWait time.Duration

@@ -29,6 +29,7 @@ const (
 	OpRetire            Op = "RetireRevision"
 	OpDeleteCredentials Op = "DeleteAgentRuntimeCredentials"
 	OpDeleteNamespace   Op = "DeleteNamespace"
+	OpCheckCredential   Op = "CheckCredential"
 )
 
 // Name is the driver name of the default capabilities.
@@ -79,6 +80,7 @@ type Driver struct {
 	hooks     map[Op]Hook
 	deletedNS map[string]bool
 	deletedAg map[string]bool
+	rejected  map[string]compute.CredentialCheck
 }
 
 var _ compute.Driver = (*Driver)(nil)
@@ -102,7 +104,8 @@ func DefaultCapabilities() compute.Capabilities {
 func New(caps compute.Capabilities) *Driver {
 	return &Driver{caps: caps, runtimes: map[string]*Runtime{}, routes: map[string]string{},
 		faults: map[faultKey]*fault{}, readyIn: map[string]int{}, held: map[string]compute.Observation{},
-		hooks: map[Op]Hook{}, deletedNS: map[string]bool{}, deletedAg: map[string]bool{}}
+		hooks: map[Op]Hook{}, deletedNS: map[string]bool{}, deletedAg: map[string]bool{},
+		rejected: map[string]compute.CredentialCheck{}}
 }
 
 // Fail makes the next n calls of op for id ("" = any id) fail with err
@@ -348,4 +351,29 @@ func (d *Driver) DeleteNamespace(ctx context.Context, ns state.Namespace) error 
 	defer d.mu.Unlock()
 	d.deletedNS[ns.ID] = true
 	return nil
+}
+
+var _ compute.CredentialChecker = (*Driver)(nil)
+
+// RejectCredential makes the pre-cutover credential check of revID reject
+// its credential (AUTHENTICATION_FAILED with diagnostics).
+func (d *Driver) RejectCredential(revID string, diagnostics map[string]string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.rejected[revID] = compute.CredentialCheck{Outcome: state.CredentialRejected, HeldCode: codes.AuthenticationFailed,
+		Reason: "401", Diagnostics: diagnostics}
+}
+
+// CheckCredential implements compute.CredentialChecker: it passes unless
+// RejectCredential named the revision.
+func (d *Driver) CheckCredential(ctx context.Context, rev state.Revision) (compute.CredentialCheck, error) {
+	if err := d.begin(ctx, OpCheckCredential, rev.ID); err != nil {
+		return compute.CredentialCheck{}, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c, ok := d.rejected[rev.ID]; ok {
+		return c, nil
+	}
+	return compute.CredentialCheck{Outcome: state.CredentialPassed, Reason: "2xx"}, nil
 }

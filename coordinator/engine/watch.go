@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/state"
+)
+
+// The leader's watcher (issue 14): it observes every active revision's
+// readiness through the driver, so an Agent's state is observed, never
+// assumed; it finalizes active revisions whose finalization is owed once
+// their work ended (attempts spent); and it rolls an Agent back to the
+// exact previous revision when its rollback policy says so.
+const (
+	// DefaultHealthInterval is how often active revisions are observed: the
+	// kubelet readiness probe's period is 2 s (REFERENCE §1.7).
+	DefaultHealthInterval = 2 * time.Second
+	// DefaultMaintenanceInterval is how often owed finalizations are
+	// requeued.
+	DefaultMaintenanceInterval = DefaultLease
+	// ObserveTimeout bounds one health observation.
+	ObserveTimeout = 5 * time.Second
+	// healthWorkers bounds concurrent health observations.
+	healthWorkers = 8
+)
+
+// watch runs the watcher until ctx ends.
+func (e *Engine) watch(ctx context.Context) {
+	nextMaint := e.clk.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.clk.After(e.cfg.HealthInterval):
+		}
+		e.observeHealth(ctx)
+		if now := e.clk.Now(); !now.Before(nextMaint) {
+			e.maintain(ctx)
+			nextMaint = now.Add(e.cfg.MaintenanceInterval)
+		}
+	}
+}
+
+func newWorkID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// maintain enqueues finalization work for every active revision whose
+// finalization is owed and whose own work has ended.
+func (e *Engine) maintain(ctx context.Context) {
+	for _, a := range e.p.Machine().Unfinalized() {
+		_, err := e.p.Propose(ctx, state.CmdRequeueFinalization, state.RequeueFinalization{AgentID: a.ID,
+			RevisionID: a.ActiveRevisionID, WorkID: newWorkID()})
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("requeue finalization failed", "agent", a.ID, "err", err.Error())
+			}
+			continue
+		}
+		e.log.Warn("finalization requeued", "agent", a.ID, "revision", a.ActiveRevisionID,
+			"code", "REVISION_FINALIZATION_INCOMPLETE")
+		e.Notify()
+	}
+}
+
+// observeHealth observes each active revision of this compute target and
+// records changes; then it considers a rollback.
+func (e *Engine) observeHealth(ctx context.Context) {
+	m := e.p.Machine()
+	var agents []state.Agent
+	for _, a := range m.Agents("") {
+		if a.ActiveRevisionID == "" || a.Deleting {
+			continue
+		}
+		agents = append(agents, a)
+	}
+	sem := make(chan struct{}, healthWorkers)
+	var wg sync.WaitGroup
+	for _, a := range agents {
+		rev, ok := m.Revision(a.ActiveRevisionID)
+		if !ok || (rev.ComputeID != "" && rev.ComputeID != e.cfg.ComputeID) {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			e.observeOne(ctx, a, rev)
+		}()
+	}
+	wg.Wait()
+}
+
+func (e *Engine) observeOne(ctx context.Context, a state.Agent, rev state.Revision) {
+	octx, cancel := context.WithTimeout(ctx, ObserveTimeout)
+	obs, err := e.d.ObserveRevision(octx, rev)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			code, _ := compute.ErrorCode(err, "TRANSIENT_DEPENDENCY")
+			obs = compute.Observation{Reason: "observation-failed:" + string(code)}
+		} else {
+			return
+		}
+	}
+	p := state.ObserveAgent{AgentID: a.ID, RevisionID: rev.ID, Ready: obs.Ready && obs.HeldCode == "",
+		Reason: obs.Reason, HeldCode: string(obs.HeldCode)}
+	if obs.Cause != nil {
+		p.CauseKind, p.CauseDetail = string(obs.Cause.Kind), obs.Cause.Detail
+	}
+	if p.Ready {
+		p.Reason = ""
+	}
+	h, had := e.p.Machine().Health(a.ID)
+	changed := !had || h.RevisionID != p.RevisionID || h.Ready != p.Ready || h.Reason != p.Reason ||
+		h.HeldCode != p.HeldCode || h.CauseKind != p.CauseKind || h.CauseDetail != p.CauseDetail
+	if changed {
+		res, err := e.p.Propose(ctx, state.CmdObserveAgent, p)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, state.ErrActiveRevisionChanged) {
+				e.log.Warn("record health failed", "agent", a.ID, "err", err.Error())
+			}
+			return
+		}
+		h = res.(state.AgentHealth)
+		e.log.Info("agent health", "agent", a.ID, "revision", rev.ID, "ready", h.Ready, "reason", h.Reason, "held", h.HeldCode)
+	}
+	e.considerRollback(ctx, a, h)
+}
+
+// considerRollback requests the exact-owner rollback when the Agent's policy
+// allows it: the active revision (not itself a rollback, not rolled back
+// before) is held within the window after its activation, or was never
+// observed ready by the window's end.
+func (e *Engine) considerRollback(ctx context.Context, a state.Agent, h state.AgentHealth) {
+	m := e.p.Machine()
+	pol, ok := m.RollbackPolicyOf(a.ID)
+	if !ok || h.RevisionID != a.ActiveRevisionID {
+		return
+	}
+	rt, ok := m.RevisionRuntime(a.ActiveRevisionID)
+	if !ok || rt.Rollback || rt.RolledBack || rt.Unfinalized || rt.PreviousRevisionID == "" {
+		return
+	}
+	age := e.clk.Now().Sub(rt.ActivatedAt)
+	var cause string
+	switch {
+	case h.HeldCode != "" && age <= pol.Window:
+		cause = "held " + h.HeldCode
+		if h.CauseKind != "" {
+			cause += " cause " + h.CauseKind + ":" + h.CauseDetail
+		}
+	case !h.EverReady && age > pol.Window:
+		cause = fmt.Sprintf("not ready within %s: %s", pol.Window, h.Reason)
+	default:
+		return
+	}
+	for _, w := range m.WorkItems(state.WorkFilter{AgentID: a.ID, Kind: state.WorkActivate}) {
+		if w.State == state.WorkQueued || w.State == state.WorkClaimed {
+			return // a newer deploy (or a finalization) is under way
+		}
+	}
+	_, err := e.p.Propose(ctx, state.CmdRequestRollback, state.RequestRollback{AgentID: a.ID,
+		FromRevisionID: a.ActiveRevisionID, ToRevisionID: rt.PreviousRevisionID, WorkID: newWorkID(), Cause: cause})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("rollback request refused", "agent", a.ID, "err", err.Error())
+		}
+		return
+	}
+	e.log.Warn("rollback requested", "agent", a.ID, "from", a.ActiveRevisionID, "to", rt.PreviousRevisionID, "cause", cause)
+	e.Notify()
+}
