@@ -664,7 +664,9 @@ func TestRenewalFailureLapsesClaim(t *testing.T) {
 	var claimedAt time.Time
 	for _, p := range h.proposals() {
 		if c, ok := p.payload.(state.ClaimWork); ok && c.WorkID == "w-r1" {
-			claimedAt = p.at
+			// the lease runs from the time the engine computed its expiry,
+			// which the fake clock may have passed before the proposal
+			claimedAt = c.LeaseExpiry.Add(-DefaultLease)
 			break // the first claim, not the engine's reclaim after the lapse
 		}
 	}

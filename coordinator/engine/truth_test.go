@@ -32,7 +32,9 @@ func (h *harness) audits(action string) map[string]int {
 // activate audit record.
 func TestFinalizationFaultsAtEveryStep(t *testing.T) {
 	for name, inject := range map[string]func(h *harness){
-		"activate transient": func(h *harness) { h.d.Fail(memory.OpActivate, "r2", 2, compute.Transient(codes.TransientDependency, nil)) },
+		"activate transient": func(h *harness) {
+			h.d.Fail(memory.OpActivate, "r2", 2, compute.Transient(codes.TransientDependency, nil))
+		},
 		"activate permanent": func(h *harness) { h.d.Fail(memory.OpActivate, "r2", 2, compute.Permanent(codes.ForeignWorkload, nil)) },
 		"retire transient":   func(h *harness) { h.d.Fail(memory.OpRetire, "r1", 2, nil) },
 		"retire permanent":   func(h *harness) { h.d.Fail(memory.OpRetire, "r1", 2, compute.Permanent(codes.ForeignWorkload, nil)) },
