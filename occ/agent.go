@@ -28,6 +28,8 @@ type agentFlags struct {
 	config, mode, computeID       string
 	authMethod, authKind, authRef string
 	plugins                       []string
+	rollback                      bool
+	rollbackWindow                string
 }
 
 func (f *agentFlags) register(c *cobra.Command) {
@@ -39,6 +41,17 @@ func (f *agentFlags) register(c *cobra.Command) {
 	fl.StringVar(&f.authKind, "auth-kind", "", "harnessAuth credential kind: secret, service_account, credential_gateway")
 	fl.StringVar(&f.authRef, "auth-ref", "", "harnessAuth source reference, e.g. secret://ns/name#key (a reference, never the secret)")
 	fl.StringSliceVar(&f.plugins, "plugin", nil, "plugin selection (repeatable)")
+	fl.BoolVar(&f.rollback, "rollback", false, "opt into exact-owner rollback: a new revision held or not ready within the window after activation is replaced once by the exact previous one")
+	fl.StringVar(&f.rollbackWindow, "rollback-window", "", "rollback window (Go duration, default 5m)")
+}
+
+// policy is the rollback policy the flags set, nil when untouched.
+func (f *agentFlags) policy(c *cobra.Command) *wire.RollbackPolicy {
+	if !c.Flags().Changed("rollback") && !c.Flags().Changed("rollback-window") {
+		return nil
+	}
+	return &wire.RollbackPolicy{Enabled: f.rollback || c.Flags().Changed("rollback-window") && !c.Flags().Changed("rollback"),
+		Window: f.rollbackWindow}
 }
 
 func (f *agentFlags) auth() *wire.HarnessAuth {
@@ -59,7 +72,7 @@ func (a *app) agentCmd() *cobra.Command {
 			defer cancel()
 			ag, err := a.client().CreateAgent(ctx, a.settings.Namespace, wire.CreateAgent{Name: args[0],
 				Configuration: cf.config, ExecutionMode: cf.mode, HarnessAuth: cf.auth(), ComputeID: cf.computeID,
-				Plugins: cf.plugins})
+				Plugins: cf.plugins, Rollback: cf.policy(cmd)})
 			if err != nil {
 				return err
 			}
@@ -88,6 +101,7 @@ func (a *app) agentCmd() *cobra.Command {
 				req.Plugins = &uf.plugins
 			}
 			req.HarnessAuth = uf.auth()
+			req.Rollback = uf.policy(cmd)
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
 			ag, err := a.client().UpdateAgent(ctx, a.settings.Namespace, args[0], req)
@@ -164,7 +178,7 @@ func (a *app) agentCmd() *cobra.Command {
 }
 
 func agentTable(ags ...wire.Agent) table {
-	t := table{header: []string{"NAME", "ID", "MODE", "CONFIGURATION", "ACTIVE REVISION", "REVISIONS", "AUTH"}}
+	t := table{header: []string{"NAME", "ID", "MODE", "CONFIGURATION", "ACTIVE REVISION", "REVISIONS", "AUTH", "STATE"}}
 	for _, ag := range ags {
 		auth := "-"
 		if ag.HarnessAuth != nil {
@@ -174,8 +188,15 @@ func agentTable(ags ...wire.Agent) table {
 		if ag.Deleting {
 			name += " (deleting)"
 		}
+		st := "-"
+		if ag.Status != nil {
+			st = ag.Status.State
+			if ag.Status.Reason != "" {
+				st += " (" + ag.Status.Reason + ")"
+			}
+		}
 		t.rows = append(t.rows, []string{name, ag.ID, ag.ExecutionMode, short(ag.ConfigurationID),
-			dash(ag.ActiveRevisionID), itoa(ag.RevisionCount), auth})
+			dash(ag.ActiveRevisionID), itoa(ag.RevisionCount), auth, st})
 	}
 	return t
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"oce.dev/oce/coordinator/api/wire"
-	"oce.dev/oce/coordinator/client"
 )
 
 // ErrRevisionFailed is returned (as exit code 3) when a waited-for revision
@@ -24,8 +23,10 @@ func (a *app) deployCmd() *cobra.Command {
 		Use:   "deploy AGENT [--wait] [--timeout D]",
 		Short: "Admit a new revision of the Agent and activate it",
 		Long: "deploy runs admission on the leader and freezes an immutable revision (202). With --wait it follows\n" +
-			"the revision's work through queued → preparing → ready → active and exits non-zero (3) with the\n" +
-			"failure code when the revision fails, or (4) when the timeout passes first.",
+			"the revision's work through queued → preparing → ready → active, showing the phase, the elapsed time and\n" +
+			"the last code and detail (the runtime's startup phase, its held code), until the Agent is observed serving\n" +
+			"the revision. It exits 3 with the failure code when the revision fails, is held or is rolled back, 4 when\n" +
+			"the timeout passes first, and 130 on Ctrl-C: the deploy continues on the server.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl := a.client()
@@ -53,55 +54,6 @@ func (a *app) deployCmd() *cobra.Command {
 	c.Flags().DurationVar(&timeout, "timeout", DefaultWaitTimeout, "how long --wait waits")
 	c.Flags().StringVar(&logLevel, "log-level", "", "runtime log level admitted into the revision")
 	return c
-}
-
-// waitActive polls the revision and its work, printing each new phase, until
-// the revision is active (nil), failed (ExitFailed) or ctx ends (ExitTimeout).
-func (a *app) waitActive(ctx context.Context, cmd *cobra.Command, cl *client.Client, agent string, res wire.DeployResult) (wire.Revision, error) {
-	ns := a.settings.Namespace
-	errw := cmd.ErrOrStderr()
-	last := ""
-	show := func(phase string) {
-		if phase != "" && phase != last {
-			fmt.Fprintf(errw, "  %s\n", phase)
-			last = phase
-		}
-	}
-	show(wire.PhaseQueued)
-	tick := time.NewTicker(a.opts.PollInterval)
-	defer tick.Stop()
-	for {
-		rev, rerr := cl.Revision(ctx, ns, agent, res.ID)
-		wk, werr := cl.WorkItem(ctx, res.WorkID)
-		if rerr == nil {
-			if werr == nil {
-				show(wk.Phase)
-			}
-			switch rev.Status {
-			case wire.RevisionActive:
-				show(wire.PhaseActive)
-				return rev, nil
-			case wire.RevisionFailed, wire.RevisionSuperseded, wire.RevisionRetired, wire.RevisionStopped:
-				return rev, a.failed(rev, wk)
-			}
-		}
-		if werr == nil && (wk.State == wire.WorkFailed || wk.State == wire.WorkSuperseded) {
-			// The revision record may lag one read behind the work.
-			if rev2, err := cl.Revision(ctx, ns, agent, res.ID); err == nil {
-				rev = rev2
-			}
-			return rev, a.failed(rev, wk)
-		}
-		if werr == nil && wk.State == wire.WorkCompleted && rerr == nil && rev.Status == wire.RevisionActive {
-			return rev, nil
-		}
-		// Transient read errors (leader change) are retried until ctx ends.
-		select {
-		case <-ctx.Done():
-			return rev, &ExitError{Code: ExitTimeout, Err: fmt.Errorf("timed out waiting for revision %d; last phase %q", res.Number, last)}
-		case <-tick.C:
-		}
-	}
 }
 
 func (a *app) failed(rev wire.Revision, wk wire.Work) error {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,6 +171,12 @@ func TestAgentCommands(t *testing.T) {
 // engine drives queued activate work like the activation engine would,
 // failing it with failCode when set.
 func engine(ctx context.Context, b *apitest.Backend, failCode string) {
+	engineHeld(ctx, b, failCode, "")
+}
+
+// engineHeld is engine whose activated revisions are observed held with
+// heldCode (when set).
+func engineHeld(ctx context.Context, b *apitest.Backend, failCode, heldCode string) {
 	m := b.Machine()
 	for {
 		ch := m.Changed()
@@ -187,6 +194,12 @@ func engine(ctx context.Context, b *apitest.Backend, failCode string) {
 			a, _ := m.Agent(w.AgentID)
 			_, _ = b.Apply(state.CmdActivateRevision, state.ActivateRevision{ClaimRef: ref, Expected: a.ActiveRevisionID})
 			_, _ = b.Apply(state.CmdCompleteActivation, state.CompleteActivation{ClaimRef: ref})
+			// The health watcher observes the active revision.
+			obs := state.ObserveAgent{AgentID: w.AgentID, RevisionID: w.RevisionID, Ready: heldCode == ""}
+			if heldCode != "" {
+				obs.Reason, obs.HeldCode = "held", heldCode
+			}
+			_, _ = b.Apply(state.CmdObserveAgent, obs)
 		}
 		select {
 		case <-ctx.Done():
@@ -335,4 +348,57 @@ func TestInstallationAndWork(t *testing.T) {
 	r := h.run("work", "--state", "bogus")
 	require.Equal(t, occ.ExitErr, r.code)
 	require.Contains(t, r.stderr, "INVALID_REQUEST")
+}
+
+// TestDeployWaitHeldAfterActivation: a revision active but observed held
+// (the seeds' Recreate cutover with a bad key) is not reported as a
+// success: deploy --wait exits 3 naming the held code.
+func TestDeployWaitHeldAfterActivation(t *testing.T) {
+	h := newHarness(t)
+	h.seed()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go engineHeld(ctx, h.b, "", "AUTHENTICATION_FAILED")
+	r := h.run("-n", "team", "agent", "deploy", "bot", "--wait", "--timeout", "10s")
+	require.Equal(t, occ.ExitFailed, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stderr, "held AUTHENTICATION_FAILED")
+	require.Contains(t, h.ok("status"), "degraded")
+}
+
+// TestDeployWaitInterrupted: Ctrl-C ends the wait with 130 and says the
+// deploy continues on the server and how to follow it.
+func TestDeployWaitInterrupted(t *testing.T) {
+	h := newHarness(t)
+	h.seed()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb bytes.Buffer
+	go func() {
+		for !strings.Contains(safeString(&errb), "queued") {
+			time.Sleep(time.Millisecond)
+		}
+		cancel() // what the SIGINT handler of cmd/occ does
+	}()
+	code := occ.Main(ctx, []string{"-n", "team", "agent", "deploy", "bot", "--wait"}, occ.Options{
+		Stdout: &out, Stderr: &syncWriter{b: &errb}, Getenv: func(k string) string { return h.env[k] },
+		ConfigFile: filepath.Join(h.dir, "occ.yaml"), WorkDir: h.dir, PollInterval: 5 * time.Millisecond})
+	require.Equal(t, occ.ExitInterrupted, code, errb.String())
+	require.Contains(t, safeString(&errb), "continues on the server")
+	require.Contains(t, safeString(&errb), "occ revisions bot")
+	require.Contains(t, h.ok("-n", "team", "agent", "work", "bot"), "queued", "the deploy is still there")
+}
+
+var bufMu sync.Mutex
+
+type syncWriter struct{ b *bytes.Buffer }
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	bufMu.Lock()
+	defer bufMu.Unlock()
+	return w.b.Write(p)
+}
+
+func safeString(b *bytes.Buffer) string {
+	bufMu.Lock()
+	defer bufMu.Unlock()
+	return b.String()
 }

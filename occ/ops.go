@@ -37,17 +37,20 @@ func (a *app) statusCmd() *cobra.Command {
 }
 
 func summaryTable(as []wire.AgentSummary) table {
-	t := table{header: []string{"NAMESPACE", "AGENT", "MODE", "ACTIVE REVISION", "REVISIONS", "STATE"}}
+	t := table{header: []string{"NAMESPACE", "AGENT", "MODE", "ACTIVE REVISION", "REVISIONS", "STATE", "REASON"}}
 	for _, s := range as {
-		st := "stopped"
-		if s.ActiveRevisionID != "" {
-			st = "active"
-		}
-		if s.Deleting {
-			st = "deleting"
+		st := s.State
+		if st == "" { // an older coordinator: what it knows
+			st = "stopped"
+			if s.ActiveRevisionID != "" {
+				st = "active"
+			}
+			if s.Deleting {
+				st = "deleting"
+			}
 		}
 		t.rows = append(t.rows, []string{s.Namespace, s.Name, s.ExecutionMode, dash(s.ActiveRevisionID),
-			itoa(s.RevisionCount), st})
+			itoa(s.RevisionCount), st, dash(s.Reason)})
 	}
 	return t
 }

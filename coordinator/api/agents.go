@@ -12,7 +12,7 @@ func (s *server) listAgents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listOf(s.b.Machine().Agents(ns.ID), wireAgent))
+	writeJSON(w, http.StatusOK, listOf(s.b.Machine().Agents(ns.ID), s.agentView))
 	return nil
 }
 
@@ -21,7 +21,7 @@ func (s *server) getAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wireAgent(a))
+	writeJSON(w, http.StatusOK, s.agentView(a))
 	return nil
 }
 
@@ -52,6 +52,10 @@ func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	if err := validPlugins(req.Plugins); err != nil {
 		return err
 	}
+	policy, err := statePolicy(req.Rollback)
+	if err != nil {
+		return err
+	}
 	if req.Configuration == "" {
 		return invalid("configuration is required")
 	}
@@ -67,7 +71,7 @@ func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	id := newID()
 	if _, err := s.propose(r, state.CmdCreateAgent, state.CreateAgent{ID: id, NamespaceID: ns.ID, Name: req.Name,
 		ExecutionMode: req.ExecutionMode, ConfigurationID: cfg.ID, HarnessAuth: stateHarnessAuth(req.HarnessAuth),
-		ComputeID: req.ComputeID, Plugins: req.Plugins}); err != nil {
+		ComputeID: req.ComputeID, Plugins: req.Plugins, Rollback: policy}); err != nil {
 		return err
 	}
 	return s.writeAgent(w, http.StatusCreated, id)
@@ -101,6 +105,9 @@ func (s *server) updateAgent(w http.ResponseWriter, r *http.Request) error {
 		if err := validPlugins(*req.Plugins); err != nil {
 			return err
 		}
+	}
+	if cmd.Rollback, err = statePolicy(req.Rollback); err != nil {
+		return err
 	}
 	if req.Configuration != nil {
 		cfg, err := s.configurationRef(ns, *req.Configuration)
@@ -173,7 +180,7 @@ func (s *server) writeAgent(w http.ResponseWriter, status int, id string) error 
 	if !ok {
 		return notFound("agent %q vanished after the write", id)
 	}
-	writeJSON(w, status, wireAgent(a))
+	writeJSON(w, status, s.agentView(a))
 	return nil
 }
 
@@ -182,7 +189,7 @@ func (s *server) listRevisions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listOf(s.b.Machine().Revisions(a.ID), wireRevision))
+	writeJSON(w, http.StatusOK, listOf(s.b.Machine().Revisions(a.ID), s.revisionView))
 	return nil
 }
 
@@ -194,13 +201,13 @@ func (s *server) getRevision(w http.ResponseWriter, r *http.Request) error {
 	ref := r.PathValue("rev")
 	m := s.b.Machine()
 	if rev, ok := m.Revision(ref); ok && rev.AgentID == a.ID {
-		writeJSON(w, http.StatusOK, wireRevision(rev))
+		writeJSON(w, http.StatusOK, s.revisionView(rev))
 		return nil
 	}
 	// A revision number works too.
 	for _, rev := range m.Revisions(a.ID) {
 		if formatInt(rev.Number) == ref {
-			writeJSON(w, http.StatusOK, wireRevision(rev))
+			writeJSON(w, http.StatusOK, s.revisionView(rev))
 			return nil
 		}
 	}

@@ -57,6 +57,6 @@ func (s *server) deployAgent(w http.ResponseWriter, r *http.Request) error {
 			return notFound("revision %q vanished after admission", rev.ID)
 		}
 	}
-	writeJSON(w, http.StatusAccepted, wire.DeployResult{Revision: wireRevision(admitted), WorkID: workID})
+	writeJSON(w, http.StatusAccepted, wire.DeployResult{Revision: s.revisionView(admitted), WorkID: workID})
 	return nil
 }

@@ -100,9 +100,10 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) error {
 		agents := m.Agents(ns.ID)
 		sort.Slice(agents, func(i, j int) bool { return agents[i].Name < agents[j].Name })
 		for _, a := range agents {
+			st := agentStatus(m, a)
 			out.Agents = append(out.Agents, wire.AgentSummary{Namespace: ns.Name, Name: a.Name, ID: a.ID,
 				ExecutionMode: a.ExecutionMode, ActiveRevisionID: a.ActiveRevisionID,
-				RevisionCount: a.RevisionCount, Deleting: a.Deleting})
+				RevisionCount: a.RevisionCount, Deleting: a.Deleting, State: st.State, Reason: st.Reason})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -84,6 +84,9 @@ type AgentSummary struct {
 	ActiveRevisionID string `json:"activeRevisionId,omitempty"`
 	RevisionCount    int64  `json:"revisionCount"`
 	Deleting         bool   `json:"deleting,omitempty"`
+	// State and Reason are the Agent's observed state (wire/truth.go).
+	State  string `json:"state,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Endpoints is the answer of GET …/agents/{agent}/endpoints: where the

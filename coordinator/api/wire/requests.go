@@ -27,6 +27,8 @@ type CreateAgent struct {
 	HarnessAuth   *HarnessAuth `json:"harnessAuth,omitempty"`
 	ComputeID     string       `json:"computeId,omitempty"`
 	Plugins       []string     `json:"plugins,omitempty"`
+	// Rollback opts the Agent into exact-owner rollback.
+	Rollback *RollbackPolicy `json:"rollback,omitempty"`
 }
 
 // UpdateAgent is the body of PATCH /v1/namespaces/{ns}/agents/{agent}; omitted
@@ -37,6 +39,8 @@ type UpdateAgent struct {
 	HarnessAuth   *HarnessAuth `json:"harnessAuth,omitempty"`
 	ComputeID     *string      `json:"computeId,omitempty"`
 	Plugins       *[]string    `json:"plugins,omitempty"`
+	// Rollback replaces the rollback policy (enabled false clears it).
+	Rollback *RollbackPolicy `json:"rollback,omitempty"`
 }
 
 // Deploy is the optional body of POST …/agents/{agent}/deploy.

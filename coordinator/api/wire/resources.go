@@ -57,6 +57,9 @@ type Agent struct {
 	Deleting         bool         `json:"deleting,omitempty"`
 	CreatedAt        time.Time    `json:"createdAt"`
 	UpdatedAt        time.Time    `json:"updatedAt"`
+	// Status is the Agent's observed state (truth.go).
+	Status   *AgentStatus    `json:"status,omitempty"`
+	Rollback *RollbackPolicy `json:"rollback,omitempty"`
 }
 
 // HarnessIdentity is the server-approved harness a revision runs.
@@ -99,6 +102,8 @@ type Revision struct {
 	FailureCode             string          `json:"failureCode,omitempty"`
 	FailureDetail           string          `json:"failureDetail,omitempty"`
 	CreatedAt               time.Time       `json:"createdAt"`
+	// Runtime is what the engine observed of the revision's runtime.
+	Runtime *RevisionRuntime `json:"runtime,omitempty"`
 }
 
 // Work kinds.
