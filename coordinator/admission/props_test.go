@@ -175,7 +175,7 @@ func TestValidateConfiguration(t *testing.T) {
 		{"provider-headers-not-object", `{"models":{"providers":{"x":{"headers":["a"]}}}}`, RuleDocumentShape},
 		{"invalid-utf8", "{\"a\":\"\xff\"}", RuleDocumentSyntax},
 		{"too-deep", deepDoc(MaxDocumentDepth + 2), RuleDocumentSyntax},
-		{"deep-enough", deepDoc(MaxDocumentDepth - 2), ""},
+		{"deep-enough", deepDoc(MaxDocumentDepth - 2), RuleSchema}, // not too deep; "a" is unknown to OpenClaw
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := ValidateConfiguration([]byte(tc.doc))

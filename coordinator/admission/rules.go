@@ -35,6 +35,8 @@ const (
 	RuleEnvGuard           = "driver-env-guard"                // env keys that would bypass the binding
 	RuleAuthSection        = "config-auth-section"             // native auth profiles beside the binding
 	RuleProviderCredential = "provider-credential"             // credential headers or apiKey outside the binding
+	RuleLiteralCredential  = "literal-credential"              // a literal secret anywhere in a Configuration
+	RuleSchema             = "openclaw-schema"                 // the pinned OpenClaw's own configuration schema
 	RuleLogLevel           = "log-level"
 	RuleScope              = "configuration-scope" // Configuration not the Agent's, or in another Namespace
 	RuleCompileReserved    = "custom-endpoint-reserved"

@@ -1,9 +1,13 @@
 package admission
 
 import (
+	"encoding/json"
+	"errors"
 	"net/url"
 	"regexp"
 	"strings"
+
+	"oce.dev/oce/coordinator/admission/openclawschema"
 )
 
 // ValidateConfiguration checks what Configuration save checks: a strictly
@@ -11,12 +15,34 @@ import (
 // would accept (no non-empty agents.list, the OpenClaw gateway's roster
 // rules) and model provider endpoints the runtime can use. Rules that depend
 // on the topology stay at deployment (Admit). Every error is a 400 *Error.
+//
+// It also refuses literal credentials anywhere in the document (secrets
+// enter only as references) and validates the document against the pinned
+// OpenClaw's own JSON schema, the check the gateway applies at start: an
+// unknown key is refused naming its path.
 func ValidateConfiguration(doc []byte) error {
 	d, err := DecodeDocument(doc)
 	if err != nil {
 		return err
 	}
-	return validateDocument(d)
+	if err := validateDocument(d); err != nil {
+		return err
+	}
+	if p := literalCredential(d.tree); p != "" {
+		return invalid(RuleLiteralCredential, "%s holds a literal credential: secrets enter oce only as references (the Agent's harnessAuth binding, or ${ENV} / a secret reference the runtime resolves); the value was not stored", p).with("path", p)
+	}
+	if err := openclawschema.Validate(schemaView(doc)); err != nil {
+		var v *openclawschema.Violation
+		if !errors.As(err, &v) {
+			return err
+		}
+		e := invalid(RuleSchema, "%s: %s (the pinned OpenClaw's configuration schema)", v.Path, v.Message).with("path", v.Path)
+		if v.Unknown {
+			e = e.with("unknownKey", true)
+		}
+		return e
+	}
+	return nil
 }
 
 func validateDocument(d Document) error {
@@ -108,4 +134,38 @@ func validateEndpoint(baseURL, api *string, path string, provider bool) error {
 		return invalid(RuleProviderSettings, "the model provider setting %s must name a model API the runtime supports", path+".api").with("path", path+".api")
 	}
 	return nil
+}
+
+// schemaView is the document the schema sees: without the retired
+// logging.redactSensitive key, which the platform logging stamp removes
+// from every admitted revision (seed 001) before the runtime reads it, and
+// without the legacy keys the runtime migrates before its own check.
+func schemaView(doc []byte) []byte {
+	var tree map[string]any
+	if json.Unmarshal(doc, &tree) != nil {
+		return doc
+	}
+	changed := false
+	if lg, ok := tree["logging"].(map[string]any); ok {
+		if _, ok := lg["redactSensitive"]; ok {
+			delete(lg, "redactSensitive")
+			changed = true
+		}
+	}
+	// The runtime migrates a legacy agents.list into agents.entries before
+	// its schema check; the roster rules above allow only an empty one.
+	if ag, ok := tree["agents"].(map[string]any); ok {
+		if l, ok := ag["list"].([]any); ok && len(l) == 0 {
+			delete(ag, "list")
+			changed = true
+		}
+	}
+	if !changed {
+		return doc
+	}
+	b, err := json.Marshal(tree)
+	if err != nil {
+		return doc
+	}
+	return b
 }
