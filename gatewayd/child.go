@@ -206,6 +206,9 @@ func (g *Gatewayd) respawn(ctx context.Context, old *child) (*child, error) {
 			g.retire(c)
 			return nil, ctx.Err()
 		}
+		if configInvalid(c) {
+			return nil, errConfigInvalid // no respawn can fix the configuration
+		}
 		logging.Event(ctx, g.log, map[string]any{"event": logging.EventGatewayRespawn, "container": "gateway",
 			"outcome": logging.OutcomeFailed, "attempt": n, "ms": time.Since(start).Milliseconds()})
 		g.log.Warn("gateway respawn attempt failed", "attempt", n, "reason", attemptReason(err))

@@ -383,3 +383,21 @@ func TestMissingAdmittedConfigHeld(t *testing.T) {
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.waitExit(10*time.Second))
 }
+
+// TestConfigInvalidExitHeldAtOnce: a gateway that exits 78 (its
+// configuration refused) is held NOT_CONFIGURED at once — never respawned.
+func TestConfigInvalidExitHeldAtOnce(t *testing.T) {
+	f := fakeSetup(t, contract.DedicatedOpenClaw)
+	f.env["FAKEOC_GATEWAY_EXIT"] = "78"
+	p := startGW(t, f.dir, f.env)
+	require.Eventually(t, func() bool {
+		code, out := readyProbe(t, p.statusAddr)
+		return code == 1 && strings.Contains(out, "NOT_CONFIGURED")
+	}, 20*time.Second, 20*time.Millisecond)
+	_, out := readyProbe(t, p.statusAddr)
+	require.Contains(t, out, CheckConfig)
+	require.Equal(t, 1, f.count("gateway "), "no respawn of a refused configuration")
+	require.Empty(t, p.log.phase(PhaseGatewayRespawn))
+	p.signal(syscall.SIGTERM)
+	require.Equal(t, 0, p.waitExit(10*time.Second))
+}

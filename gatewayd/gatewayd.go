@@ -9,6 +9,7 @@ package gatewayd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -296,12 +297,18 @@ func (g *Gatewayd) serve(ctx, parent context.Context) int {
 			}
 			st, _ := c.p.Status()
 			g.log.Warn("gateway exited", "status", st.String())
+			if configInvalid(c) {
+				return g.holdConfigInvalid(parent)
+			}
 		case <-g.peerChanged:
 		}
 		next, err := g.respawn(ctx, c)
 		if err != nil {
 			if ctx.Err() != nil {
 				return g.shutdown(nil)
+			}
+			if errors.Is(err, errConfigInvalid) {
+				return g.holdConfigInvalid(parent)
 			}
 			g.phases.Record(PhaseGatewayRespawn, phase.Failed, 0, exhaustedCode)
 			g.status.SetReady(false)

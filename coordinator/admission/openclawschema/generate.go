@@ -82,7 +82,9 @@ type runError struct {
 	out []byte
 }
 
-func (e *runError) Error() string { return fmt.Sprintf("openclaw: %v: %s", e.err, bytes.TrimSpace(e.out)) }
+func (e *runError) Error() string {
+	return fmt.Sprintf("openclaw: %v: %s", e.err, bytes.TrimSpace(e.out))
+}
 
 func run(ctx context.Context, p runtimes.Paths, args ...string) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "oce-schema-")

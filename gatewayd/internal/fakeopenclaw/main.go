@@ -62,6 +62,11 @@ func main() {
 		_, hasPw := os.LookupEnv("OPENCLAW_GATEWAY_PASSWORD")
 		record(fmt.Sprintf("gateway pid=%d args=%s password=%v npm_config_offline=%s", os.Getpid(), strings.Join(args, " "),
 			hasPw, os.Getenv("npm_config_offline")))
+		// FAKEOC_GATEWAY_EXIT: the gateway exits at once with this code
+		// (78: the real one's exit for a configuration it refuses).
+		if c, err := strconv.Atoi(os.Getenv("FAKEOC_GATEWAY_EXIT")); err == nil {
+			os.Exit(c)
+		}
 		delay, _ := time.ParseDuration(os.Getenv("FAKEOC_READY_DELAY"))
 		readyAt := time.Now().Add(delay)
 		// FAKEOC_NEVER_READY_FILE: a gateway started while that file exists
