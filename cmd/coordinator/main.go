@@ -93,6 +93,8 @@ func command() *cobra.Command {
 	f.DurationVar(&cfg.Timeouts.LeaderLease, "raft-leader-lease-timeout", store.DefaultLeaderLeaseTimeout, "Raft leader lease timeout")
 	f.DurationVar(&cfg.Timeouts.Commit, "raft-commit-timeout", store.DefaultCommitTimeout, "Raft commit timeout")
 	f.IntVar(&cfg.Engine.Concurrency, "engine-concurrency", engine.DefaultConcurrency, "Agents the activation engine processes in parallel")
+	f.StringVar(&cfg.Engine.CredentialCheck, "credential-check", env("OCE_CREDENTIAL_CHECK", engine.CredentialCheckBeforeCutover),
+		"activation order: before-cutover checks a candidate's credential before any predecessor is stopped; seed keeps the seeds' order (env OCE_CREDENTIAL_CHECK)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "graceful stop budget")
 	return cmd
 }
