@@ -55,6 +55,9 @@ func Command(stdout, stderr io.Writer) *cobra.Command {
 			}
 			cfg.Log = logging.New(stderr, slog.LevelInfo, "nodehost")
 			h, err := New(cfg)
+			if errors.Is(err, ErrStateServed) {
+				return exitErr(ExitBadInput, err)
+			}
 			if err != nil {
 				return exitErr(ExitError, err)
 			}

@@ -25,6 +25,7 @@ const (
 	CodeNotWritable       Code = "PATH_NOT_WRITABLE"
 	CodeNotFile           Code = "NOT_A_FILE"
 	CodeNotDirectory      Code = "NOT_A_DIRECTORY"
+	CodeHardLink          Code = "PATH_HARDLINK" // a regular file with more than one link: its other names may lie outside the roots
 	CodeTooLarge          Code = "PAYLOAD_TOO_LARGE"
 	CodeBindingMismatch   Code = "BINDING_MISMATCH"
 	CodeCanonicalMismatch Code = "CANONICAL_PATH_MISMATCH"
@@ -68,6 +69,10 @@ var (
 	// ErrFatal: the gateway refused the node for good; exit for a
 	// supervisor restart.
 	ErrFatal = errors.New("nodehost: gateway refused the node")
+	// ErrStateServed: the state directory (identity, device token,
+	// enrollment copy) lies inside the workspace or a Skill root the node
+	// serves.
+	ErrStateServed = errors.New("nodehost: the state directory must lie outside the workspace and Skill roots")
 	// ErrBadCapacity: OPENCLAW_NATIVE_WORKER_CAPACITY outside 1–1024.
 	ErrBadCapacity = errors.New("nodehost: worker capacity must be an integer from 1 to 1024")
 )

@@ -48,6 +48,12 @@ type Host struct {
 	id      *ocproto.Identity
 	baseEnv []string
 
+	// fileSlots bounds concurrent file operations (MaxConcurrentFileOps).
+	fileSlots chan struct{}
+	// onResult receives node.invoke.result payloads when there is no
+	// connection (tests observe invokes through it).
+	onResult func(map[string]any)
+
 	mu      sync.Mutex
 	conn    *ocproto.Conn
 	invokes map[string]context.CancelFunc
@@ -74,10 +80,25 @@ func New(cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, log: log, policy: policy, state: state{dir: cfg.StateDir}, invokes: map[string]context.CancelFunc{},
-		baseEnv: sanitizedEnv(os.Environ())}
+	stateDir, err := filepath.Abs(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if policy.Serves(stateDir) {
+		return nil, ErrStateServed
+	}
+	if cfg.EnrollmentFile != "" {
+		if f, err := filepath.Abs(cfg.EnrollmentFile); err != nil || policy.Serves(f) {
+			return nil, ErrStateServed
+		}
+	}
+	h := &Host{cfg: cfg, log: log, policy: policy, state: state{dir: stateDir}, invokes: map[string]context.CancelFunc{},
+		baseEnv: sanitizedEnv(os.Environ()), fileSlots: make(chan struct{}, MaxConcurrentFileOps)}
 	if err := h.state.ensure(); err != nil {
 		return nil, err
+	}
+	if policy.Serves(stateDir) { // again, now that symlinks in its path resolve
+		return nil, ErrStateServed
 	}
 	if h.id, err = h.state.identity(); err != nil {
 		return nil, err
@@ -389,6 +410,9 @@ func (h *Host) serveInvoke(ctx context.Context, cancel context.CancelFunc, conn 
 		result["error"] = map[string]any{"code": string(code), "message": msg}
 	}
 	if conn == nil {
+		if h.onResult != nil {
+			h.onResult(result)
+		}
 		return
 	}
 	rctx, rcancel := context.WithTimeout(context.Background(), ocproto.DefaultRequestTimeout)
@@ -403,13 +427,13 @@ func (h *Host) serveInvoke(ctx context.Context, cancel context.CancelFunc, conn 
 func (h *Host) Dispatch(ctx context.Context, command string, params []byte) (any, error) {
 	switch command {
 	case "file.stat":
-		return h.fileStat(params)
+		return h.fileOp(ctx, params, h.fileStat)
 	case "file.fetch":
-		return h.fileFetch(params)
+		return h.fileOp(ctx, params, h.fileFetch)
 	case "dir.list":
-		return h.dirList(params)
+		return h.fileOp(ctx, params, h.dirList)
 	case "file.write":
-		return h.fileWrite(params)
+		return h.fileOp(ctx, params, h.fileWrite)
 	case "system.run", "system.which":
 		if h.cfg.FileOnly {
 			return nil, cmdErr(CodeUnavailable, "command not supported")
@@ -419,7 +443,7 @@ func (h *Host) Dispatch(ctx context.Context, command string, params []byte) (any
 		}
 		return h.systemWhich(params)
 	case "workspace.memory":
-		return h.workspaceMemory(params)
+		return h.fileOp(ctx, params, h.workspaceMemory)
 	}
 	if h.workers != nil {
 		switch command {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -27,49 +26,106 @@ type memoryParams struct {
 	Path string `json:"path,omitempty"`
 }
 
-// memoryFiles lists MEMORY.md and memory/** (relative paths), symlinks skipped.
-func (h *Host) memoryFiles() []string {
+// memoryFiles lists MEMORY.md and the regular files of memory/** (relative
+// paths, sorted). The tree is read through directory descriptors opened
+// beneath the workspace under the path policy, so a directory swapped for a
+// symlink, a FIFO or a mount point is skipped, never entered.
+func (h *Host) memoryFiles(ctx context.Context) ([]string, error) {
 	var out []string
 	ws := h.policy.Workspace
-	if st, err := os.Lstat(filepath.Join(ws, "MEMORY.md")); err == nil && st.Mode().IsRegular() {
-		out = append(out, "MEMORY.md")
+	if fd, err := h.policy.open(resolved{root: ws, rel: "MEMORY.md"}, unix.O_PATH); err == nil {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			out = append(out, "MEMORY.md")
+		}
+		unix.Close(fd)
 	}
-	root := filepath.Join(ws, "memory")
-	if st, err := os.Lstat(root); err == nil && st.IsDir() {
-		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err != nil || d.Type()&os.ModeSymlink != 0 {
-				return nil
-			}
-			if d.Type().IsRegular() {
-				rel, _ := filepath.Rel(ws, p)
-				out = append(out, rel)
-			}
-			return nil
-		})
+	w, err := h.policy.beginWalk(ws)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	if w.step("memory", false) == nil {
+		if err := w.collect(ctx, "memory", &out); err != nil {
+			return nil, err
+		}
 	}
 	sort.Strings(out)
-	return out
+	return out, nil
+}
+
+// collect appends the regular files below the walk's directory, rel below
+// the workspace.
+func (w *walk) collect(ctx context.Context, rel string, out *[]string) error {
+	if ctx.Err() != nil {
+		return ctxErr(ctx)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(w.fd, &st); err != nil {
+		return nil
+	}
+	dfd, err := reopen(w.fd, &st, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(dfd), rel)
+	ents, _ := f.ReadDir(-1)
+	f.Close()
+	for _, e := range ents {
+		switch {
+		case e.Type().IsRegular():
+			*out = append(*out, rel+"/"+e.Name())
+		case e.IsDir():
+			fd, err := w.openAt(e.Name(), unix.O_PATH|unix.O_DIRECTORY)
+			if err != nil {
+				continue
+			}
+			sub := &walk{p: w.p, fd: fd, root: w.root}
+			err = sub.collect(ctx, rel+"/"+e.Name(), out)
+			sub.close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func isMemoryPath(rel string) bool { return rel == "MEMORY.md" || strings.HasPrefix(rel, "memory/") }
 
-func (h *Host) workspaceMemory(raw []byte) (any, error) {
+func (h *Host) workspaceMemory(ctx context.Context, raw []byte) (any, error) {
 	var p memoryParams
 	if err := decodeParams(raw, &p); err != nil {
 		return nil, err
 	}
 	switch p.Op {
 	case "", "list":
+		rels, err := h.memoryFiles(ctx)
+		if err != nil {
+			return nil, err
+		}
 		files := []map[string]any{}
-		for _, rel := range h.memoryFiles() {
-			fd, err := h.policy.open(resolved{root: h.policy.Workspace, rel: rel}, unix.O_RDONLY, 0)
+		for _, rel := range rels {
+			// Every file is opened as itself and checked again: the listing
+			// only names candidates; special files and hard links are skipped.
+			fd, err := h.policy.open(resolved{root: h.policy.Workspace, rel: rel}, unix.O_PATH)
 			if err != nil {
 				continue
 			}
-			f := os.NewFile(uintptr(fd), rel)
+			var st unix.Stat_t
+			if unix.Fstat(fd, &st) != nil || checkKind(&st, wantFile, true) != nil {
+				unix.Close(fd)
+				continue
+			}
 			hsh := sha256.New()
-			n, _ := io.Copy(hsh, io.LimitReader(f, DefaultMaxFetchBytes))
-			f.Close()
+			n, err := hashContent(ctx, fd, &st, hsh, DefaultMaxFetchBytes)
+			unix.Close(fd)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctxErr(ctx)
+				}
+				continue
+			}
 			files = append(files, map[string]any{"path": rel, "size": n, "sha256": hex.EncodeToString(hsh.Sum(nil))})
 		}
 		return map[string]any{"ok": true, "files": files}, nil
@@ -81,15 +137,17 @@ func (h *Host) workspaceMemory(raw []byte) (any, error) {
 		if r.root != h.policy.Workspace || !isMemoryPath(r.rel) {
 			return nil, cmdErr(CodeOutsideRoot, "not a Memory source file")
 		}
-		fd, err := h.policy.open(r, unix.O_RDONLY, 0)
+		fd, _, st, err := h.lookup(fileCommon{Path: r.abs()}, wantFile, true)
 		if err != nil {
 			return nil, err
 		}
-		f := os.NewFile(uintptr(fd), r.rel)
-		defer f.Close()
-		data, err := io.ReadAll(io.LimitReader(f, DefaultMaxFetchBytes+1))
-		if err != nil || len(data) > DefaultMaxFetchBytes {
+		defer unix.Close(fd)
+		if st.Size > DefaultMaxFetchBytes {
 			return nil, cmdErr(CodeTooLarge, "Memory file too large")
+		}
+		data, err := readContent(ctx, fd, st, DefaultMaxFetchBytes)
+		if err != nil {
+			return nil, err
 		}
 		sum := sha256.Sum256(data)
 		return map[string]any{"ok": true, "path": r.rel, "size": len(data), "sha256": hex.EncodeToString(sum[:]),

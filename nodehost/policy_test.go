@@ -163,7 +163,9 @@ func TestSymlinkSwapRacingReads(t *testing.T) {
 			m, err := call(t, h, "file.fetch", map[string]any{"path": "memory/d/secret.txt"})
 			if err != nil {
 				code, _ := codeOf(err)
-				require.Contains(t, []Code{CodeSymlink, CodeNotFound}, code)
+				// NOT_A_DIRECTORY: the walk met the symlink, and by the time it
+				// looked again the directory was back.
+				require.Contains(t, []Code{CodeSymlink, CodeNotFound, CodeNotDirectory}, code)
 				continue
 			}
 			data, _ := base64.StdEncoding.DecodeString(m["base64"].(string))

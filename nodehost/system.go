@@ -7,9 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // system.run limits.
@@ -64,14 +67,11 @@ func (h *Host) systemRun(ctx context.Context, raw []byte) (any, error) {
 	if p.NeedsScreenRecording {
 		return nil, cmdErr(CodeRunDenied, "screen recording is not available on this node")
 	}
-	cwd := h.policy.Workspace
-	if p.Cwd != "" {
-		r, err := h.policy.resolve(p.Cwd, false)
-		if err != nil || r.root != h.policy.Workspace {
-			return nil, cmdErr(CodeRunDenied, "cwd must be inside the workspace")
-		}
-		cwd = r.abs()
+	dir, cwd, err := h.runDir(p.Cwd)
+	if err != nil {
+		return nil, err
 	}
+	defer unix.Close(dir)
 	timeout := DefaultRunTimeout
 	if p.TimeoutMs != nil && *p.TimeoutMs > 0 {
 		timeout = time.Duration(*p.TimeoutMs) * time.Millisecond
@@ -82,14 +82,16 @@ func (h *Host) systemRun(ctx context.Context, raw []byte) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.Command[0], p.Command[1:]...)
-	cmd.Dir = cwd
-	cmd.Env = h.childEnv(p.Env)
+	// The child enters the directory through the descriptor the policy
+	// opened (fork keeps it open until exec), never by a second path walk.
+	cmd.Dir = "/proc/self/fd/" + strconv.Itoa(dir)
+	cmd.Env = append(h.childEnv(p.Env), "PWD="+cwd)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second
 	var stdout, stderr = &capped{n: MaxRunOutputBytes}, &capped{n: MaxRunOutputBytes}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 	exitCode := 0
 	var errText any
@@ -109,11 +111,42 @@ func (h *Host) systemRun(ctx context.Context, raw []byte) (any, error) {
 		"stdout": stdout.buf.String(), "stderr": stderr.buf.String(), "error": errText}, nil
 }
 
-// childEnv is the node's own (credential-free) environment plus the request's.
+// runDir opens system.run's working directory beneath the workspace under
+// the path policy (no "..", no symlink, no mount point at any component). A
+// cwd outside the workspace is SYSTEM_RUN_DENIED; one that is missing, a
+// symlink or not a directory gets the policy's code and runs nothing.
+func (h *Host) runDir(cwd string) (int, string, error) {
+	r := resolved{root: h.policy.Workspace}
+	if cwd != "" {
+		var err error
+		if r, err = h.policy.resolve(cwd, false); err != nil {
+			if code, _ := codeOf(err); code == CodeOutsideRoot {
+				return -1, "", cmdErr(CodeRunDenied, "cwd must be inside the workspace")
+			}
+			return -1, "", err
+		}
+		if r.root != h.policy.Workspace {
+			return -1, "", cmdErr(CodeRunDenied, "cwd must be inside the workspace")
+		}
+	}
+	fd, err := h.policy.open(r, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return -1, "", err
+	}
+	return fd, r.abs(), nil
+}
+
+// childEnv is the node's own (credential-free) environment plus the
+// request's; PWD is set by the caller to the working directory.
 func (h *Host) childEnv(extra map[string]string) []string {
-	env := append([]string(nil), h.baseEnv...)
+	env := make([]string, 0, len(h.baseEnv)+len(extra)+1)
+	for _, kv := range h.baseEnv {
+		if !strings.HasPrefix(kv, "PWD=") {
+			env = append(env, kv)
+		}
+	}
 	for k, v := range extra {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+		if k == "" || k == "PWD" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
 			continue
 		}
 		env = append(env, k+"="+v)
