@@ -2,7 +2,9 @@
 // before it spawns anything (seed 001; REFERENCE §2.1): one POST with an
 // empty `{}` body to the default OpenAI or Anthropic endpoint. Only HTTP 401
 // fails, as AUTHENTICATION_FAILED with closed-set diagnostics; every other
-// answer, and any transport failure, leaves the decision to the probe.
+// answer, and any transport failure, leaves the decision to the probe. A
+// redirect is classified, never followed: following it would carry the
+// credential to wherever the Location points.
 package upfront
 
 import (
@@ -29,8 +31,13 @@ const (
 // AnthropicVersion is the anthropic-version header the check sends.
 const AnthropicVersion = "2023-06-01"
 
-// maxBody caps how much of a 401 body is read for its shape.
-const maxBody = 64 << 10
+// 401 body limits: a body up to maxBody is classified whole (it must be
+// valid JSON); the first maxScan bytes of a longer one are read token by
+// token, keeping error.code and error.type wherever they appear in them.
+const (
+	maxBody = 64 << 10
+	maxScan = 1 << 20
+)
 
 // Model APIs that choose the OpenAI path.
 const (
@@ -81,6 +88,9 @@ const (
 	OutcomeUnreachable Outcome = "unreachable"
 	// OutcomeRejected: HTTP 401; Code is AUTHENTICATION_FAILED.
 	OutcomeRejected Outcome = "rejected"
+	// OutcomeRedirected: the endpoint answered with a redirect (Status is
+	// 301, 302, 303, 307 or 308); it was not followed and is not a failure.
+	OutcomeRedirected Outcome = "redirected"
 )
 
 // SkipReason is a closed set of reasons the check did not run.
@@ -144,10 +154,11 @@ func Check(ctx context.Context, cfg ProviderConfig, o Options) (Result, error) {
 	for k, v := range req.header {
 		hr.Header.Set(k, v)
 	}
-	client := o.HTTPClient
-	if client == nil {
-		client = http.DefaultClient
+	client := http.Client{}
+	if o.HTTPClient != nil {
+		client = *o.HTTPClient
 	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	resp, err := client.Do(hr)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -158,16 +169,34 @@ func Check(ctx context.Context, cfg ProviderConfig, o Options) (Result, error) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized && !(o.RejectForbidden && resp.StatusCode == http.StatusForbidden) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+		if redirect(resp.StatusCode) {
+			return Result{Outcome: OutcomeRedirected, Status: resp.StatusCode}, nil
+		}
 		return Result{Outcome: OutcomePassed, Status: resp.StatusCode}, nil
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil && ctx.Err() != nil {
 		return Result{}, fmt.Errorf("upfront: %w", ctx.Err())
 	}
-	d := diagnose(resp.Header, body)
+	var d diagnosis
+	if len(body) <= maxBody {
+		d = diagnose(resp.Header, body)
+	} else {
+		d = diagnoseLong(resp.Header, io.MultiReader(bytes.NewReader(body), io.LimitReader(resp.Body, maxScan-int64(len(body)))))
+	}
 	return Result{Outcome: OutcomeRejected, Status: resp.StatusCode, Code: codes.AuthenticationFailed,
 		ProviderCode: provider, ResponseHeaderMarker: d.marker, BodyShape: d.shape,
 		ProviderErrorCode: d.code, ProviderErrorType: d.typ}, nil
+}
+
+// redirect reports the statuses an HTTP client would follow.
+func redirect(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
 }
 
 type request struct {

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -227,5 +230,117 @@ func FuzzDiagnose(f *testing.F) {
 		require.Contains(t, []BodyShape{ShapeJSONErrorCode, ShapeJSONErrorNoCode, ShapeJSONNoError, ShapeNonJSON, ShapeEmpty}, d.shape)
 		require.True(t, d.code == "" || d.code == "other" || errorCodes[d.code])
 		require.True(t, d.typ == "" || d.typ == "other" || errorTypes[d.typ])
+	})
+}
+
+// A redirect is classified, never followed: the credential stays with the
+// endpoint it was meant for, also with a caller's client that would follow.
+func TestRedirectNotFollowed(t *testing.T) {
+	var elsewhere atomic.Int64
+	var leaked atomic.Bool
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		if r.Header.Get("Authorization") != "" || r.Header.Get("X-Api-Key") != "" {
+			leaked.Store(true)
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer other.Close()
+	var status atomic.Int64
+	first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, int(status.Load()))
+	}))
+	defer first.Close()
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		for _, provider := range []string{"openai", "anthropic"} {
+			for _, client := range []*http.Client{nil, {}, {Timeout: time.Minute}} {
+				status.Store(int64(code))
+				r, err := Check(t.Context(), ProviderConfig{Provider: provider, Key: planted},
+					Options{OpenAIBase: first.URL, AnthropicBase: first.URL, HTTPClient: client})
+				require.NoError(t, err)
+				require.Equal(t, Result{Outcome: OutcomeRedirected, Status: code}, r)
+				require.False(t, r.Failed())
+			}
+		}
+	}
+	require.Zero(t, elsewhere.Load(), "a redirect was followed")
+	require.False(t, leaked.Load())
+
+	var buf bytes.Buffer
+	Log(t.Context(), slog.New(slog.NewJSONHandler(&buf, nil)), Result{Outcome: OutcomeRedirected, Status: 307})
+	require.Contains(t, buf.String(), `"outcome":"redirected"`)
+	require.NotContains(t, buf.String(), other.URL)
+}
+
+// A 401 body longer than the whole-body limit keeps error.code and
+// error.type wherever they appear in its first maxScan bytes.
+func TestLarge401Bodies(t *testing.T) {
+	pad := strings.Repeat("x", 200<<10)
+	cases := []struct {
+		name      string
+		body      string
+		shape     BodyShape
+		code, typ string
+	}{
+		{"openai layout, huge message first",
+			`{"error":{"message":"` + pad + `","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
+			ShapeJSONErrorCode, "invalid_api_key", "invalid_request_error"},
+		{"error first, huge trailer", `{"error":{"code":"invalid_api_key","type":"authentication_error"},"trace":"` + pad + `"}`,
+			ShapeJSONErrorCode, "invalid_api_key", "authentication_error"},
+		{"anthropic layout, huge padding before", `{"type":"error","padding":["` + pad + `",{"a":[1,2,{"b":null}]}],"error":{"type":"authentication_error","message":"m"}}`,
+			ShapeJSONErrorNoCode, "", "authentication_error"},
+		{"code off the set, number type", `{"error":{"code":"brand_new","type":7,"message":"` + pad + `"}}`,
+			ShapeJSONErrorCode, "other", "other"},
+		{"numeric code", `{"error":{"code":401,"message":"` + pad + `"}}`, ShapeJSONErrorCode, "other", ""},
+		{"composite code", `{"error":{"code":{"x":1},"type":["y"],"message":"` + pad + `"}}`, ShapeJSONErrorNoCode, "other", "other"},
+		{"error is a string", `{"error":"` + pad + `"}`, ShapeJSONErrorNoCode, "", ""},
+		{"error is null", `{"error":null,"detail":"` + pad + `"}`, ShapeJSONNoError, "", ""},
+		{"no error member", `{"detail":"` + pad + `"}`, ShapeJSONNoError, "", ""},
+		{"array", `["` + pad + `"]`, ShapeJSONNoError, "", ""},
+		{"html", `<html>` + pad, ShapeNonJSON, "", ""},
+		{"whitespace", strings.Repeat(" ", 100<<10), ShapeEmpty, "", ""},
+		{"error beyond the scan", `{"padding":"` + strings.Repeat("x", maxScan) + `","error":{"code":"invalid_api_key"}}`,
+			ShapeJSONNoError, "", ""},
+		{"cut inside the error", `{"error":{"type":"invalid_request_error","message":"` + strings.Repeat("x", maxScan) + `","code":"invalid_api_key"}}`,
+			ShapeJSONErrorNoCode, "", "invalid_request_error"},
+	}
+	var body atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, body.Load().(string))
+	}))
+	defer srv.Close()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.Greater(t, len(c.body), maxBody)
+			body.Store(c.body)
+			r, err := Check(t.Context(), ProviderConfig{Provider: "openai", Key: planted}, Options{OpenAIBase: srv.URL})
+			require.NoError(t, err)
+			require.Equal(t, OutcomeRejected, r.Outcome)
+			require.Equal(t, c.shape, r.BodyShape)
+			require.Equal(t, c.code, r.ProviderErrorCode)
+			require.Equal(t, c.typ, r.ProviderErrorType)
+		})
+	}
+}
+
+// The token scanner agrees with the whole-body classification on every
+// body both can read.
+func FuzzScanAgreesWithWholeBody(f *testing.F) {
+	f.Add([]byte(`{"error":{"code":"invalid_api_key","type":"invalid_request_error"}}`))
+	f.Add([]byte(`{"error":{"code":"","type":null},"error":{"code":3}}`))
+	f.Add([]byte(`{"error":[1],"x":{"error":{"code":"a"}}}`))
+	f.Add([]byte(`{"error":{"code":{"a":[]},"type":"tokens"}}`))
+	f.Add([]byte(`"str"`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var v any
+		if json.Unmarshal(body, &v) != nil {
+			return
+		}
+		whole := diagnose(http.Header{}, body)
+		long := diagnoseLong(http.Header{}, bytes.NewReader(body))
+		require.Equal(t, whole, long, "%q", body)
 	})
 }
