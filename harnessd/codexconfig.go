@@ -23,6 +23,9 @@ type CodexSettings struct {
 	// endpoint override: the gateway's codex plugin starts threads with
 	// model provider "openai", whatever model_provider says.
 	OpenAIBaseURL string
+	// SQLiteHome moves Codex's SQLite state (thread index and history) to
+	// the durable state directory, out of the ephemeral CODEX_HOME.
+	SQLiteHome string
 }
 
 // tomlString renders s as a TOML basic string.
@@ -54,7 +57,7 @@ func tomlString(s string) string {
 // no credential.
 func RenderCodexConfig(s CodexSettings) (string, error) {
 	model := s.Model.CodexModel()
-	if model == "" || !utf8.ValidString(model) || !utf8.ValidString(s.WorkspaceID) ||
+	if model == "" || !utf8.ValidString(model) || !utf8.ValidString(s.WorkspaceID) || !utf8.ValidString(s.SQLiteHome) ||
 		s.OpenAIBaseURL != "" && !validEndpoint(s.OpenAIBaseURL) {
 		return "", fmt.Errorf("%w: model or workspace id not renderable", ErrConfig)
 	}
@@ -72,6 +75,9 @@ func RenderCodexConfig(s CodexSettings) (string, error) {
 	b.WriteString("check_for_update_on_startup = false\n")
 	if s.WorkspaceID != "" {
 		fmt.Fprintf(&b, "forced_chatgpt_workspace_id = %s\n", tomlString(s.WorkspaceID))
+	}
+	if s.SQLiteHome != "" {
+		fmt.Fprintf(&b, "sqlite_home = %s\n", tomlString(s.SQLiteHome))
 	}
 	b.WriteString("\n[features]\n")
 	fmt.Fprintf(&b, "plugins = %t\napps = %t\nremote_plugin = %t\n", s.PluginsEnabled, s.PluginsEnabled, s.PluginsEnabled)

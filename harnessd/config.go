@@ -32,6 +32,7 @@ const (
 	EnvAccessToken      = contract.EnvCodexAccessToken
 	EnvWorkspaceID      = contract.EnvCodexWorkspaceID
 	EnvCodexHome        = contract.EnvCodexHome
+	EnvCodexState       = contract.EnvCodexStateDir
 	EnvWorkspace        = contract.EnvWorkspaceDir
 	EnvNativeConfig     = contract.EnvNativeConfig
 	EnvAppServerPort    = contract.EnvAppServerPort
@@ -86,9 +87,10 @@ type Config struct {
 	AccessToken string // codex_pat / service account
 	WorkspaceID string // service account
 
-	CodexHome string
-	Workspace string
-	Codex     string // codex binary
+	CodexHome     string // ephemeral: login state, emptied at every start
+	CodexStateDir string // durable thread history ("" keeps it in CODEX_HOME)
+	Workspace     string
+	Codex         string // codex binary
 
 	Model Model // from OCE_NATIVE_CONFIG
 
@@ -161,6 +163,7 @@ func loadConfig(e environ) (Config, error) {
 		LoginMode:          e.str(EnvLoginMode, ""),
 		WorkspaceID:        e.str(EnvWorkspaceID, ""),
 		CodexHome:          e.str(EnvCodexHome, DefaultCodexHome),
+		CodexStateDir:      e.str(EnvCodexState, ""),
 		Workspace:          e.str(EnvWorkspace, DefaultWorkspace),
 		Codex:              e.str(EnvCodexBin, "codex"),
 		AppServerBind:      e.str(EnvAppServerBind, DefaultAppServerBind),

@@ -101,8 +101,22 @@ func TestColdStartTurnAndNoLeaks(t *testing.T) {
 	// to a harnessd fork for the instant before it execs its child): their
 	// environment blocks are exempt here; the file-delivery test exempts none.
 	scan := scanLeaks([]string{plantedKey, plantedToken}, func(comm string) bool { return comm == "tini" || comm == "harnessd" })
-	h := startHD(t, hdOpts{mode: LoginAPIKey, key: plantedKey, baseURL: fp.URL() + "/v1", plugins: "github"})
+	// Login state of an earlier start and node credentials an earlier
+	// version left in the workspace must not survive this start.
+	stale := func(h *hd) {
+		require.NoError(t, os.MkdirAll(h.codexHome, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(h.codexHome, "auth.json"), []byte(`{"OPENAI_API_KEY":"`+staleKey+`"}`), 0o600))
+		legacy := filepath.Join(h.dir, "workspace", LegacyNodeStateDir, "agent")
+		require.NoError(t, os.MkdirAll(legacy, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(legacy, "device-token"), []byte("old-device-token"), 0o600))
+	}
+	h := startHD(t, hdOpts{mode: LoginAPIKey, key: plantedKey, baseURL: fp.URL() + "/v1", plugins: "github", plant: stale})
 	h.waitReady()
+	auth, err := os.ReadFile(filepath.Join(h.codexHome, "auth.json"))
+	require.NoError(t, err, "this start's login state")
+	require.NotContains(t, string(auth), staleKey)
+	_, err = os.Stat(filepath.Join(h.dir, "workspace", LegacyNodeStateDir))
+	require.ErrorIs(t, err, os.ErrNotExist, "node credentials left in the workspace are removed")
 	code, out := h.readyCmd()
 	require.Equal(t, 0, code, out)
 	require.Equal(t, []string{"login-env:ok", "workspace-setup:ok", "codex-login:ok", "model-probe:ok",
@@ -148,9 +162,32 @@ func TestColdStartTurnAndNoLeaks(t *testing.T) {
 	require.Equal(t, res.Text, deltas.String())
 	require.Equal(t, probeRequests+1, fp.Requests())
 
+	// A durable thread's history lands in OCE_CODEX_STATE_DIR, not in the
+	// ephemeral CODEX_HOME.
+	durable, err := c.StartThread(h.ctx(), appserver.ThreadOptions{Cwd: filepath.Join(h.dir, "workspace"),
+		ApprovalPolicy: appserver.ApprovalNever, Sandbox: appserver.SandboxReadOnly})
+	require.NoError(t, err)
+	res, err = c.RunTurn(h.ctx(), durable.ID, "Remember this", nil)
+	require.NoError(t, err)
+	require.Equal(t, appserver.StatusCompleted, res.Status, "%+v", res.Error)
+	link, err := os.Readlink(filepath.Join(h.codexHome, CodexSessionsDir))
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(h.codexState, CodexSessionsDir), link)
+	require.Eventually(t, func() bool {
+		rollouts, _ := filepath.Glob(filepath.Join(h.codexState, CodexSessionsDir, "*", "*", "*", "rollout-*.jsonl"))
+		return len(rollouts) > 0
+	}, 10*time.Second, 20*time.Millisecond, "a rollout in the durable state directory")
+	dbs, _ := filepath.Glob(filepath.Join(h.codexState, "*.sqlite"))
+	require.NotEmpty(t, dbs, "Codex's SQLite state in the durable state directory")
+
 	exit, took := h.stop()
 	require.Equal(t, 0, exit)
 	require.Less(t, took, supervise.CodexStopBudget)
+	left, err := os.ReadDir(h.codexHome)
+	require.NoError(t, err)
+	require.Empty(t, left, "the login state ends with the process")
+	dbs, _ = filepath.Glob(filepath.Join(h.codexState, "*.sqlite"))
+	require.NotEmpty(t, dbs, "the thread history stays")
 
 	leaks, seen := scan.finish()
 	require.Empty(t, leaks)

@@ -70,6 +70,7 @@ const (
 	plantedKey   = "sk-oce-planted-5f1c2e9a7b3d4c61"
 	plantedToken = "tok-oce-planted-app-server-0a9f3b"
 	badKey       = "sk-oce-wrong-key-77aa01bb"
+	staleKey     = "sk-oce-stale-login-3e8d0c1f"
 	statusKey    = "plugin-status-hmac-key-for-tests"
 	revisionID   = "rev-0001"
 	podUID       = "pod-uid-1234"
@@ -105,6 +106,7 @@ type hd struct {
 	log        *syncBuf
 	dir        string
 	codexHome  string
+	codexState string
 	statusAddr string
 	appPort    int
 	done       chan struct{}
@@ -118,13 +120,14 @@ type hdOpts struct {
 	accessToken string
 	baseURL     string // Responses base of the custom endpoint
 	plugins     string
-	enrollment  bool // plant an enrollment file for the companion node
+	enrollment  bool        // plant an enrollment file for the companion node
+	plant       func(h *hd) // runs before harnessd starts
 }
 
 func startHD(t testing.TB, o hdOpts) *hd {
 	t.Helper()
 	dir := t.TempDir()
-	h := &hd{t: t, log: &syncBuf{}, dir: dir, codexHome: filepath.Join(dir, "codex-home"),
+	h := &hd{t: t, log: &syncBuf{}, dir: dir, codexHome: filepath.Join(dir, "codex-home"), codexState: filepath.Join(dir, "codex-state"),
 		statusAddr: "127.0.0.1:" + strconv.Itoa(freePort(t)), appPort: freePort(t), done: make(chan struct{})}
 	secrets := filepath.Join(dir, "secrets")
 	tmp := filepath.Join(dir, "tmp")
@@ -138,6 +141,7 @@ func startHD(t testing.TB, o hdOpts) *hd {
 		"TMPDIR=" + tmp,
 		EnvLoginMode + "=" + o.mode,
 		EnvCodexHome + "=" + h.codexHome,
+		EnvCodexState + "=" + h.codexState,
 		EnvWorkspace + "=" + filepath.Join(dir, "workspace"),
 		EnvNativeConfig + "=" + native,
 		EnvAppServerPort + "=" + strconv.Itoa(h.appPort),
@@ -147,7 +151,7 @@ func startHD(t testing.TB, o hdOpts) *hd {
 		EnvPodUID + "=" + podUID,
 		EnvRevisionID + "=" + revisionID,
 		EnvNodehostBin + "=" + nodehostBin,
-		EnvNodehostState + "=" + filepath.Join(dir, "workspace", ".oce-node", "agent"),
+		EnvNodehostState + "=" + filepath.Join(dir, "node-state"),
 		EnvLogLevel + "=info",
 	}
 	if o.keyFile {
@@ -172,6 +176,9 @@ func startHD(t testing.TB, o hdOpts) *hd {
 		f := filepath.Join(dir, "enrollment")
 		require.NoError(t, os.WriteFile(f, []byte("not-a-setup-code"), 0o600))
 		env = append(env, EnvNodehostEnroll+"="+f, EnvNodehostGateway+"=ws://127.0.0.1:1")
+	}
+	if o.plant != nil {
+		o.plant(h)
 	}
 	h.cmd = exec.Command(rt.Tini, "-s", "-e", "143", "--", harnessdBin)
 	h.cmd.Env = env

@@ -13,7 +13,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -74,6 +73,9 @@ type harness struct {
 	app      *supervise.Process
 	appURL   string
 	tokenDir string
+	// ownsHome: CODEX_HOME passed the placement check and was emptied; only
+	// then does harnessd empty it again.
+	ownsHome bool
 
 	nodeDone chan struct{} // closed when the companion loop returned; nil if never started
 }
@@ -164,6 +166,7 @@ func Run(ctx context.Context, opts Options) int {
 		if h.tokenDir != "" {
 			_ = os.RemoveAll(h.tokenDir)
 		}
+		h.dropLoginState()
 		if err := sup.Hold(ctx); err != nil {
 			return 1
 		}
@@ -204,6 +207,7 @@ func (h *harness) drain() int {
 	if h.tokenDir != "" {
 		_ = os.RemoveAll(h.tokenDir)
 	}
+	h.dropLoginState()
 	h.log.Info("stopped")
 	return 0
 }
@@ -241,8 +245,10 @@ func (h *harness) startup(ctx context.Context, cfgErr error) (string, error) {
 	return "", nil
 }
 
-// workspaceSetup creates CODEX_HOME and the workspace, removes a stale
-// ready marker and writes config.toml (0600).
+// workspaceSetup checks that no credential directory lies in the workspace,
+// empties CODEX_HOME (ephemeral login state; also a stale ready marker),
+// links the durable thread history, creates the workspace, removes node
+// credentials an earlier version left in it, and writes config.toml (0600).
 func (h *harness) workspaceSetup(context.Context) error {
 	cfg := &h.cfg
 	src, _ := os.LookupEnv(EnvNativeConfig)
@@ -258,20 +264,22 @@ func (h *harness) workspaceSetup(context.Context) error {
 		}
 		cfg.Codex = path
 	}
-	if err := os.MkdirAll(cfg.CodexHome, 0o700); err != nil {
-		return phase.Fail(codes.Unavailable, fmt.Errorf("create CODEX_HOME: %w", err))
+	if err := cfg.checkPlacement(); err != nil {
+		return phase.Fail(codes.Unavailable, err)
 	}
-	if err := os.Chmod(cfg.CodexHome, 0o700); err != nil {
-		return phase.Fail(codes.Unavailable, fmt.Errorf("chmod CODEX_HOME: %w", err))
+	// Emptying CODEX_HOME also removes a stale ready marker.
+	h.ownsHome = true
+	if err := h.resetCodexHome(); err != nil {
+		return phase.Fail(codes.Unavailable, fmt.Errorf("prepare CODEX_HOME: %w", err))
 	}
 	if err := os.MkdirAll(cfg.Workspace, 0o755); err != nil {
 		return phase.Fail(codes.Unavailable, fmt.Errorf("create workspace: %w", err))
 	}
-	if err := os.Remove(h.markerPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return phase.Fail(codes.Unavailable, fmt.Errorf("remove stale ready marker: %w", err))
+	if err := h.removeLegacyNodeState(); err != nil {
+		return phase.Fail(codes.Unavailable, fmt.Errorf("remove legacy node state: %w", err))
 	}
 	text, err := RenderCodexConfig(CodexSettings{Model: m, PluginsEnabled: h.pluginsEnabled(), WorkspaceID: cfg.WorkspaceID,
-		OpenAIBaseURL: strings.TrimSpace(os.Getenv(EnvProviderOverride))})
+		OpenAIBaseURL: strings.TrimSpace(os.Getenv(EnvProviderOverride)), SQLiteHome: cfg.CodexStateDir})
 	if err != nil {
 		return phase.Fail(codes.NotConfigured, err)
 	}

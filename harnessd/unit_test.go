@@ -34,6 +34,7 @@ func TestRenderCodexConfigGolden(t *testing.T) {
 		{"custom-endpoint", CodexSettings{Model: Model{Ref: mustRef(t, "codex/vendor/org/model"), BaseURL: "https://models.example.internal/v1"}}},
 		{"offline-openai-override", CodexSettings{Model: Model{Ref: mustRef(t, "openai/gpt-5.5"), BaseURL: "http://127.0.0.1:9/v1"}, OpenAIBaseURL: "http://127.0.0.1:9/v1"}},
 		{"service-account-plugins", CodexSettings{Model: Model{Ref: mustRef(t, "codex/gpt-5.5")}, PluginsEnabled: true, WorkspaceID: `ws-"quoted"\id`}},
+		{"durable-state", CodexSettings{Model: Model{Ref: mustRef(t, "codex/gpt-5.5")}, SQLiteHome: "/home/node/.codex-state"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := RenderCodexConfig(tc.s)
@@ -51,6 +52,7 @@ func TestRenderCodexConfigGolden(t *testing.T) {
 			}
 			require.Equal(t, tc.s.Model.BaseURL != "", strings.Contains(got, `wire_api = "responses"`))
 			require.Equal(t, tc.s.OpenAIBaseURL != "", strings.Contains(got, "openai_base_url = "))
+			require.Equal(t, tc.s.SQLiteHome != "", strings.Contains(got, "sqlite_home = "))
 		})
 	}
 }

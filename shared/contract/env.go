@@ -59,8 +59,9 @@ const (
 	EnvCodexAccessToken   = "CODEX_ACCESS_TOKEN"
 	EnvCodexLoginMode     = "CODEX_LOGIN_MODE" // a Login* value
 	EnvCodexWorkspaceID   = "CODEX_CHATGPT_WORKSPACE_ID"
-	EnvCodexHome          = "CODEX_HOME"
-	EnvNativeConfig       = "OCE_NATIVE_CONFIG" // the admitted native configuration: a JSON document or a path
+	EnvCodexHome          = "CODEX_HOME"          // ephemeral: Codex's login state
+	EnvCodexStateDir      = "OCE_CODEX_STATE_DIR" // durable Codex thread history, no credential
+	EnvNativeConfig       = "OCE_NATIVE_CONFIG"   // the admitted native configuration: a JSON document or a path
 	EnvAppServerPort      = "APP_SERVER_PORT"
 	EnvAppServerBind      = "OCE_APP_SERVER_BIND" // AppServerBindAll in Pods, AppServerBindLoopback locally
 	EnvPodUID             = "OCE_POD_UID"         // the Harness's peer identity

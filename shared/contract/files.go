@@ -37,7 +37,8 @@ const (
 	PathOpenClawState    = "/home/node/.openclaw"
 	PathGatewayConfigDir = "/home/node/.openclaw/config"
 	PathWorkspace        = "/home/node/workspace"
-	PathCodexHome        = "/home/node/.codex"
+	PathCodexHome        = "/home/node/.codex"       // on the Pod's emptyDir: login state
+	PathCodexState       = "/home/node/.codex-state" // on the workspace claim
 	PathAdmittedConfig   = "/etc/openclaw/openclaw.json"
 	PathNativeConfig     = "/etc/oce/native-config.json"
 	PathNodehostBin      = "/usr/local/bin/nodehost"
