@@ -149,9 +149,10 @@ func TestDedicatedCodex(t *testing.T) {
 	run, err := os.ReadFile(filepath.Join(agentDir, "revisions", a.ActiveRevisionID, "run.json"))
 	require.NoError(t, err)
 	require.Contains(t, string(run), `"enrolled": true`, "the workspace node was observed enrolled before readiness")
-	nodeState, err := filepath.Glob(filepath.Join(agentDir, "harness-workspace", "workspace", ".oce-node", "*"))
-	require.NoError(t, err)
-	require.NotEmpty(t, nodeState, "the node identity lives on the Harness workspace claim")
+	nodeState := filepath.Join(agentDir, "harness-workspace", "node-state")
+	require.FileExists(t, filepath.Join(nodeState, "identity.json"), "the node identity lives on the Harness claim")
+	require.NoDirExists(t, filepath.Join(agentDir, "harness-workspace", "workspace", ".oce-node"),
+		"and not in the workspace the node serves")
 	require.NoDirExists(t, filepath.Join(agentDir, "gateway-state", "workspace"), "a dedicated Gateway has no workspace")
 
 	// Redeploy with a bad key.
@@ -177,7 +178,7 @@ func TestDedicatedCodex(t *testing.T) {
 	for rev, n := range activations(e.audit(t), a.ID) {
 		require.Equal(t, 1, n, "revision %s", rev)
 	}
-	require.FileExists(t, filepath.Join(nodeState[0], "identity.json"), "the node identity survived the revisions")
+	require.FileExists(t, filepath.Join(nodeState, "identity.json"), "the node identity survived the revisions")
 
 	procs := e.agentProcs(t, a.ID)
 	require.NotEmpty(t, procs)

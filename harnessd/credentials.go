@@ -25,7 +25,7 @@ const CodexSessionsDir = "sessions"
 
 // LegacyNodeStateDir is where node identities lived inside the workspace
 // before they moved out; harnessd removes it at start.
-const LegacyNodeStateDir = contract.NodeStateDirName
+const LegacyNodeStateDir = contract.LegacyNodeStateDirName
 
 func inside(path, root string) bool {
 	path, root = filepath.Clean(path), filepath.Clean(root)

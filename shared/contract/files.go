@@ -16,10 +16,17 @@ const (
 // a driver delivers to the Harness, mode 0600.
 const EnrollmentFile = "enrollment"
 
-// NodeStateDirName is the directory under the Harness workspace that keeps
-// the companion node's identity across Pod and revision replacement
-// (EnvNodehostStateDir = <workspace>/NodeStateDirName/<agent12>).
-const NodeStateDirName = ".oce-node"
+// Directories of the Agent's Harness claim beside the workspace (the
+// Kubernetes subPaths; the local driver's directories): both survive Pod
+// and revision replacement and lie outside what the node serves.
+const (
+	ClaimCodexState = "codex-state" // EnvCodexStateDir: Codex thread history, no credential
+	ClaimNodeState  = "node-state"  // EnvNodehostStateDir: node identity and device token
+)
+
+// LegacyNodeStateDirName is where the node's state lived inside the
+// workspace before it moved to ClaimNodeState; harnessd removes it.
+const LegacyNodeStateDirName = ".oce-node"
 
 // Ports inside a workload.
 const (

@@ -24,7 +24,9 @@ const (
 	pathHome          = contract.PathHome
 	pathState         = contract.PathOpenClawState
 	pathWorkspace     = contract.PathWorkspace
-	pathCodexHome     = contract.PathCodexHome
+	pathCodexHome     = contract.PathCodexHome // on the runtime-state emptyDir: login state is Pod-lifetime
+	pathCodexState    = contract.PathCodexState
+	pathNodeState     = contract.PathNodehostState
 	pathGatewayConfig = contract.PathAdmittedConfig
 	pathNativeConfig  = contract.PathNativeConfig
 	pathNodehost      = contract.PathNodehostBin
@@ -277,7 +279,7 @@ func (d *Driver) harnessDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 		contract.EnvNativeConfig, pathNativeConfig, contract.EnvAppServerPort, fmt.Sprint(contract.AppServerPort),
 		contract.EnvAppServerBind, contract.AppServerBindAll,
 		contract.EnvPlugins, strings.Join(p.rev.Plugins, ","), contract.EnvNodehostBin, pathNodehost,
-		contract.EnvNodehostStateDir, pathWorkspace+"/"+contract.NodeStateDirName+"/"+p.n.a12,
+		contract.EnvCodexStateDir, pathCodexState, contract.EnvNodehostStateDir, pathNodeState,
 		contract.EnvNodehostEnrollment, pathEnrollment+"/"+enrollmentKey, contract.EnvNodehostGatewayURL, p.gatewayURL(),
 	)
 	e = append(e, corev1.EnvVar{Name: contract.EnvPodUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}})
@@ -300,7 +302,8 @@ func (d *Driver) harnessDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 	)
 	mounts := append(baseMounts(),
 		corev1.VolumeMount{Name: "workspace", MountPath: pathWorkspace, SubPath: "workspace"},
-		corev1.VolumeMount{Name: "workspace", MountPath: pathCodexHome, SubPath: "codex-home"},
+		corev1.VolumeMount{Name: "workspace", MountPath: pathCodexState, SubPath: contract.ClaimCodexState},
+		corev1.VolumeMount{Name: "workspace", MountPath: pathNodeState, SubPath: contract.ClaimNodeState},
 		corev1.VolumeMount{Name: "config", MountPath: pathNativeConfig, SubPath: configKeyNative, ReadOnly: true},
 		corev1.VolumeMount{Name: "secrets", MountPath: pathSecrets, ReadOnly: true},
 		corev1.VolumeMount{Name: "enrollment", MountPath: pathEnrollment, ReadOnly: true},
@@ -320,7 +323,7 @@ func (d *Driver) harnessDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 					TerminationGracePeriodSeconds: ptr(int64(30)),
 					SecurityContext:               podSecurityContext(),
 					NodeSelector:                  d.cfg.NodeSelector,
-					InitContainers:                []corev1.Container{initContainer(d.cfg.HarnessImage, "workspace", []string{"workspace", "codex-home"})},
+					InitContainers:                []corev1.Container{initContainer(d.cfg.HarnessImage, "workspace", []string{"workspace", contract.ClaimCodexState, contract.ClaimNodeState})},
 					Containers: []corev1.Container{{
 						Name: "harness", Image: d.cfg.HarnessImage,
 						Command: []string{"tini", "-s", "-e", "143", "--", "harnessd"},

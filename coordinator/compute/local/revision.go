@@ -227,7 +227,7 @@ func (d *Driver) materialize(ctx context.Context, rev state.Revision, r *revRunt
 		h := filepath.Join(r.dir, "harness")
 		dirs = append(dirs, h, filepath.Join(h, "secrets"), filepath.Join(h, "tmp"), filepath.Join(h, "home"),
 			filepath.Join(h, "enrollment"), d.HarnessWorkspace(rev.NamespaceID, rev.AgentID),
-			filepath.Join(agent, dirHarClaim, "codex-home"))
+			filepath.Join(agent, dirHarClaim, contract.ClaimCodexState), filepath.Join(agent, dirHarClaim, contract.ClaimNodeState))
 	}
 	if err := mkdirs(dirs...); err != nil {
 		return compute.Transient(codes.TransientDependency, err)
@@ -398,20 +398,17 @@ func (d *Driver) startHarness(rev state.Revision, r *revRuntime) error {
 	if a := rev.HarnessAuth; a != nil && a.Method != "" {
 		login = a.Method
 	}
-	a12 := rev.AgentID
-	if len(a12) > 12 {
-		a12 = a12[:12]
-	}
 	env := append(d.baseEnv(rev, h, r.Ports.HarnessStatus),
 		kv(contract.EnvCodexLoginMode, login),
-		kv(contract.EnvCodexHome, filepath.Join(agent, dirHarClaim, "codex-home")),
+		kv(contract.EnvCodexHome, filepath.Join(h, "home", ".codex")), // the revision's private home: login state
+		kv(contract.EnvCodexStateDir, filepath.Join(agent, dirHarClaim, contract.ClaimCodexState)),
 		kv(contract.EnvWorkspaceDir, d.HarnessWorkspace(rev.NamespaceID, rev.AgentID)),
 		kv(contract.EnvNativeConfig, filepath.Join(h, "native-config.json")),
 		kv(contract.EnvAppServerPort, fmt.Sprint(r.Ports.AppServer)),
 		kv(contract.EnvAppServerBind, contract.AppServerBindLoopback),
 		kv(contract.EnvPodUID, rev.ID),
 		kv(contract.EnvNodehostBin, d.cfg.Binaries.Nodehost),
-		kv(contract.EnvNodehostStateDir, filepath.Join(d.HarnessWorkspace(rev.NamespaceID, rev.AgentID), contract.NodeStateDirName, a12)),
+		kv(contract.EnvNodehostStateDir, filepath.Join(agent, dirHarClaim, contract.ClaimNodeState)),
 		kv(contract.EnvNodehostEnrollment, enrollmentFile(r)),
 		kv(contract.EnvNodehostGatewayURL, gatewayURL(r.Ports.Gateway)),
 	)
