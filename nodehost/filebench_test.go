@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // benchHost is a node over a workspace with AGENTS.md (4 KiB), a 4 MiB
@@ -44,17 +46,30 @@ func benchModes(b *testing.B, f func(b *testing.B, walk bool)) {
 	b.Run("walk", func(b *testing.B) { f(b, true) })
 }
 
+// cpuTime is the process's user+system CPU time: on a shared, loaded
+// machine it is a steadier cost measure than wall time, which also counts
+// the time spent waiting for a CPU.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// dispatchLoop runs one command b.N times and reports, besides wall time,
+// the CPU time per operation (cpu-ns/op).
 func dispatchLoop(b *testing.B, h *Host, command, params string) {
 	b.Helper()
 	raw := []byte(params)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
+	start := cpuTime()
 	for i := 0; i < b.N; i++ {
 		if _, err := h.Dispatch(ctx, command, raw); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkFileStat: file.stat latency, top level and 8 directories deep.

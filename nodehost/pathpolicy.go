@@ -214,6 +214,12 @@ type walk struct {
 	fd    int      // the directory reached so far (O_PATH)
 	depth int      // how many steps reached it
 	root  mountKey // the root's mount (fallback mode only)
+	// lazy: a pure lookup checks the mount of its final component only.
+	// That suffices with mount ids: a mount is attached at one place, so
+	// a walk that never goes up and crossed into another mount cannot end
+	// on the root's. Devices are not unique that way: without mount ids
+	// (kernels before 5.8) every component is checked.
+	lazy bool
 }
 
 func (p *Policy) beginWalk(root string) (*walk, error) {
@@ -241,12 +247,19 @@ func (w *walk) close() {
 // openAt opens name (one component) in the current directory with flags,
 // under the policy's rules. Errors are raw errnos (EXDEV for a mount point).
 func (w *walk) openAt(name string, flags int) (int, error) {
+	return w.open(name, flags, true)
+}
+
+func (w *walk) open(name string, flags int, check bool) (int, error) {
 	if w.p.openat2 {
 		return unix.Openat2(w.fd, name, &unix.OpenHow{Flags: uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC), Resolve: resolveFlags})
 	}
 	fd, err := unix.Openat(w.fd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
+	}
+	if !check {
+		return fd, nil
 	}
 	if k, err := mountOf(fd); err != nil || k != w.root {
 		unix.Close(fd)
@@ -258,7 +271,7 @@ func (w *walk) openAt(name string, flags int) (int, error) {
 // step enters the directory name, creating it (mode 0700) first when it is
 // missing and create is set.
 func (w *walk) step(name string, create bool) error {
-	fd, err := w.openAt(name, unix.O_PATH|unix.O_DIRECTORY)
+	fd, err := w.open(name, unix.O_PATH|unix.O_DIRECTORY, !w.lazy || create)
 	if errors.Is(err, unix.ENOENT) && create {
 		if err := unix.Mkdirat(w.fd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 			return classify(w.fd, name, err)
@@ -311,6 +324,7 @@ func (p *Policy) open(r resolved, flags int) (int, error) {
 		fd, err := unix.Openat(w.fd, ".", flags|unix.O_CLOEXEC, 0)
 		return fd, mapOpenErr(err)
 	}
+	w.lazy = w.root.mnt != 0 // the leaf's check covers the way there
 	parts := strings.Split(r.rel, "/")
 	for _, c := range parts[:len(parts)-1] {
 		if err := w.step(c, false); err != nil {
