@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -55,6 +56,7 @@ type Env struct {
 	BinDir string
 
 	procs []*proc
+	ns    *namespaces // the real node's namespaces; nil with kwok
 }
 
 type proc struct {
@@ -143,7 +145,8 @@ func Main(m *testing.M, env **Env) int {
 	return code
 }
 
-// Start builds (if needed) and starts the control plane.
+// Start builds (if needed) and starts the control plane with kwok's fake
+// node, all on free 127.0.0.1 ports of the host.
 func Start(ctx context.Context) (_ *Env, err error) {
 	bin, err := Binaries(ctx)
 	if err != nil {
@@ -163,58 +166,13 @@ func Start(ctx context.Context) (_ *Env, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("pki: %w", err)
 	}
-	ports, err := freePorts(6)
+	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
 	}
-	etcdClient, etcdPeer, apiPort, kcmPort, schedPort := ports[0], ports[1], ports[2], ports[3], ports[4]
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
-	if err := e.start("etcd", "--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
-		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
-		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=default="+peerURL, "--unsafe-no-fsync", "--log-level=warn"); err != nil {
-		return nil, err
-	}
-	if err := e.start("kube-apiserver", "--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort), "--advertise-address=127.0.0.1",
-		"--endpoint-reconciler-type=none", "--cert-dir="+filepath.Join(dir, "apiserver-certs"),
-		"--tls-cert-file="+p.ServerCert, "--tls-private-key-file="+p.ServerKey, "--client-ca-file="+p.CACert,
-		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file="+p.SAPub,
-		"--service-account-signing-key-file="+p.SAKey, "--service-cluster-ip-range=10.0.0.0/24",
-		"--authorization-mode=RBAC", "--enable-priority-and-fairness=false", "--allow-privileged=false",
-		"--profiling=false", "--v=0"); err != nil {
-		return nil, err
-	}
-	host := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	e.Config = &rest.Config{Host: host, QPS: 500, Burst: 1000,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: p.CACert, CertFile: p.AdminCert, KeyFile: p.AdminKey}}
-	cs, err := kubernetes.NewForConfig(e.Config)
+	kubeconfig, err := e.startControlPlane(ctx, p, controlPlane{bind: "127.0.0.1", advertise: "127.0.0.1",
+		etcdClient: ports[0], etcdPeer: ports[1], api: ports[2], kcm: ports[3], sched: ports[4]})
 	if err != nil {
-		return nil, err
-	}
-	e.Client = cs
-	if err := e.waitFor(ctx, "kube-apiserver /readyz", func(ctx context.Context) (bool, error) {
-		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err == nil, nil
-	}); err != nil {
-		return nil, err
-	}
-	kubeconfig := filepath.Join(dir, "admin.kubeconfig")
-	if err := writeKubeconfig(kubeconfig, host, p); err != nil {
-		return nil, err
-	}
-	if err := e.start("kube-controller-manager", "--kubeconfig="+kubeconfig, "--leader-elect=false",
-		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
-		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", kcmPort),
-		"--service-account-private-key-file="+p.SAKey, "--root-ca-file="+p.CACert,
-		"--use-service-account-credentials=false", "--cert-dir="+filepath.Join(dir, "kcm-certs"), "--v=0"); err != nil {
-		return nil, err
-	}
-	if err := e.start("kube-scheduler", "--kubeconfig="+kubeconfig, "--leader-elect=false",
-		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
-		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort),
-		"--cert-dir="+filepath.Join(dir, "sched-certs"), "--v=0"); err != nil {
 		return nil, err
 	}
 	kwokDir := filepath.Join(filepath.Dir(bin), "kwok")
@@ -231,6 +189,80 @@ func Start(ctx context.Context) (_ *Env, err error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// controlPlane is where the control plane's components listen.
+type controlPlane struct {
+	bind                                  string // apiserver bind address
+	advertise                             string // apiserver advertise address (the kubernetes Service endpoint)
+	etcdClient, etcdPeer, api, kcm, sched int
+	// apiserverArgs are added to kube-apiserver's (the real node's
+	// authorizer, admission and kubelet client).
+	apiserverArgs []string
+	// dial, when set, reaches the apiserver (inside the node's namespace).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// startControlPlane starts etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler, sets e.Config and e.Client, and returns the admin
+// kubeconfig path.
+func (e *Env) startControlPlane(ctx context.Context, p *pki, cp controlPlane) (string, error) {
+	dir := e.Dir
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", cp.etcdClient)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", cp.etcdPeer)
+	if err := e.start("etcd", "--name=default", "--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL, "--unsafe-no-fsync", "--log-level=warn"); err != nil {
+		return "", err
+	}
+	args := []string{"--etcd-servers=" + etcdURL,
+		"--bind-address=" + cp.bind, fmt.Sprintf("--secure-port=%d", cp.api), "--advertise-address=" + cp.advertise,
+		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
+		"--tls-cert-file=" + p.ServerCert, "--tls-private-key-file=" + p.ServerKey, "--client-ca-file=" + p.CACert,
+		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file=" + p.SAPub,
+		"--service-account-signing-key-file=" + p.SAKey, "--service-cluster-ip-range=" + ServiceSubnet,
+		"--enable-priority-and-fairness=false", "--allow-privileged=false", "--profiling=false", "--v=0"}
+	if cp.advertise == "127.0.0.1" {
+		// The apiserver refuses a loopback advertise address with an
+		// endpoint reconciler.
+		args = append(args, "--endpoint-reconciler-type=none", "--authorization-mode=RBAC")
+	}
+	if err := e.start("kube-apiserver", append(args, cp.apiserverArgs...)...); err != nil {
+		return "", err
+	}
+	host := fmt.Sprintf("https://%s", net.JoinHostPort(cp.advertise, strconv.Itoa(cp.api)))
+	e.Config = &rest.Config{Host: host, QPS: 500, Burst: 1000, Dial: cp.dial,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: p.CACert, CertFile: p.AdminCert, KeyFile: p.AdminKey}}
+	cs, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		return "", err
+	}
+	e.Client = cs
+	if err := e.waitFor(ctx, "kube-apiserver /readyz", func(ctx context.Context) (bool, error) {
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil, nil
+	}); err != nil {
+		return "", err
+	}
+	kubeconfig := filepath.Join(dir, "admin.kubeconfig")
+	if err := writeKubeconfig(kubeconfig, host, p.CACert, "admin", p.AdminCert, p.AdminKey); err != nil {
+		return "", err
+	}
+	if err := e.start("kube-controller-manager", "--kubeconfig="+kubeconfig, "--leader-elect=false",
+		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cp.kcm),
+		"--service-account-private-key-file="+p.SAKey, "--root-ca-file="+p.CACert,
+		"--use-service-account-credentials=false", "--cert-dir="+filepath.Join(dir, "kcm-certs"), "--v=0"); err != nil {
+		return "", err
+	}
+	if err := e.start("kube-scheduler", "--kubeconfig="+kubeconfig, "--leader-elect=false",
+		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cp.sched),
+		"--cert-dir="+filepath.Join(dir, "sched-certs"), "--v=0"); err != nil {
+		return "", err
+	}
+	return kubeconfig, nil
 }
 
 // bootstrap creates kwok's StorageClass and the fake Node, then waits for
@@ -282,14 +314,24 @@ func (e *Env) bootstrap(ctx context.Context, scPath string) error {
 	})
 }
 
-// start launches one component with its output in Dir/<name>.log.
+// start launches one of the built components (BinDir/name).
 func (e *Env) start(name string, args ...string) error {
+	return e.startBin(name, filepath.Join(e.BinDir, name), args...)
+}
+
+// startBin launches a program with its output in Dir/<name>.log, inside
+// the node's namespaces when there is a node.
+func (e *Env) startBin(name, path string, args ...string) error {
 	logPath := filepath.Join(e.Dir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(e.BinDir, name), args...)
+	argv := append([]string{path}, args...)
+	if e.ns != nil {
+		argv = e.ns.wrap(e.Dir, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = e.Dir
 	// kwok reads ~/.kwok: keep it and every component's home private.
@@ -312,7 +354,12 @@ func (e *Env) start(name string, args ...string) error {
 
 // waitFor polls cond until it holds, a component exits, or StartTimeout.
 func (e *Env) waitFor(ctx context.Context, what string, cond func(context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	return e.waitForTimeout(ctx, StartTimeout, what, cond)
+}
+
+// waitForTimeout is waitFor with its own limit.
+func (e *Env) waitForTimeout(ctx context.Context, limit time.Duration, what string, cond func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -348,30 +395,42 @@ func (e *Env) waitFor(ctx context.Context, what string, cond func(context.Contex
 // Stop terminates exactly the processes Start launched, newest first
 // (SIGTERM, then SIGKILL after StopGrace), and removes Dir.
 func (e *Env) Stop() error {
-	var errs []error
-	for i := len(e.procs) - 1; i >= 0; i-- {
-		p := e.procs[i]
-		select {
-		case <-p.done:
-			continue
-		default:
-		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(StopGrace):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-			errs = append(errs, fmt.Errorf("%s (pid %d) needed SIGKILL", p.name, p.cmd.Process.Pid))
-		}
-	}
-	e.procs = nil
+	errs := []error{e.stopProcs()}
 	if e.Dir != "" {
 		if err := os.RemoveAll(e.Dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// stopProcs stops every process still running, newest first.
+func (e *Env) stopProcs() error {
+	var errs []error
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		errs = append(errs, e.procs[i].stop())
+	}
+	e.procs = nil
+	return errors.Join(errs...)
+}
+
+// stop sends SIGTERM and waits; after StopGrace it kills the process and
+// reports that it needed SIGKILL.
+func (p *proc) stop() error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(StopGrace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%s (pid %d) needed SIGKILL", p.name, p.cmd.Process.Pid)
+	}
 }
 
 func freePorts(n int) ([]int, error) {
@@ -393,20 +452,20 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-func writeKubeconfig(path, host string, p *pki) error {
+func writeKubeconfig(path, host, caCert, user, cert, key string) error {
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: k8stest
   cluster: {server: %q, certificate-authority: %q}
 users:
-- name: admin
+- name: %s
   user: {client-certificate: %q, client-key: %q}
 contexts:
 - name: k8stest
-  context: {cluster: k8stest, user: admin}
+  context: {cluster: k8stest, user: %s}
 current-context: k8stest
-`, host, p.CACert, p.AdminCert, p.AdminKey)
+`, host, caCert, user, cert, key, user)
 	return os.WriteFile(path, []byte(cfg), 0o600)
 }
 

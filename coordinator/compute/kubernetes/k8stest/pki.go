@@ -15,16 +15,23 @@ import (
 	"time"
 )
 
-// pki holds the file paths of the control plane's certificates and keys.
+// pki holds the file paths of the control plane's certificates and keys,
+// and the CA to issue more (the real node's) with.
 type pki struct {
 	CACert, ServerCert, ServerKey, AdminCert, AdminKey, SAPub, SAKey string
+
+	dir    string
+	ca     *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+	serial int64
 }
 
-// makePKI writes a CA, an apiserver serving certificate, an admin client
-// certificate in system:masters and a service-account RSA key pair under dir
-// (Go crypto: no openssl dependency).
-func makePKI(dir string) (*pki, error) {
-	p := &pki{
+// makePKI writes a CA, an apiserver serving certificate (for 127.0.0.1,
+// 10.0.0.1 and serverIPs), an admin client certificate in system:masters and
+// a service-account RSA key pair under dir (Go crypto: no openssl
+// dependency).
+func makePKI(dir string, serverIPs ...net.IP) (*pki, error) {
+	p := &pki{dir: dir, serial: 10,
 		CACert: filepath.Join(dir, "ca.crt"), ServerCert: filepath.Join(dir, "apiserver.crt"), ServerKey: filepath.Join(dir, "apiserver.key"),
 		AdminCert: filepath.Join(dir, "admin.crt"), AdminKey: filepath.Join(dir, "admin.key"),
 		SAPub: filepath.Join(dir, "sa.pub"), SAKey: filepath.Join(dir, "sa.key"),
@@ -48,34 +55,14 @@ func makePKI(dir string) (*pki, error) {
 	if err := writePEM(p.CACert, "CERTIFICATE", caDER); err != nil {
 		return nil, err
 	}
-	leaf := func(serial int64, subj pkix.Name, usage x509.ExtKeyUsage, dns []string, ips []net.IP, certPath, keyPath string) error {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return err
-		}
-		t := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: subj, NotBefore: now, NotAfter: now.Add(48 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			DNSNames: dns, IPAddresses: ips}
-		der, err := x509.CreateCertificate(rand.Reader, t, ca, &k.PublicKey, caKey)
-		if err != nil {
-			return err
-		}
-		kb, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			return err
-		}
-		if err := writePEM(certPath, "CERTIFICATE", der); err != nil {
-			return err
-		}
-		return writePEM(keyPath, "EC PRIVATE KEY", kb)
-	}
-	if err := leaf(2, pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth,
+	p.ca, p.caKey = ca, caKey
+	if _, _, err := p.issueTo(p.ServerCert, p.ServerKey, pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth,
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}, p.ServerCert, p.ServerKey); err != nil {
+		append([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}, serverIPs...)); err != nil {
 		return nil, err
 	}
-	if err := leaf(3, pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth,
-		nil, nil, p.AdminCert, p.AdminKey); err != nil {
+	if _, _, err := p.issueTo(p.AdminCert, p.AdminKey, pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}},
+		x509.ExtKeyUsageClientAuth, nil, nil); err != nil {
 		return nil, err
 	}
 	sa, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -93,6 +80,36 @@ func makePKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// issue writes a certificate and key named name.crt/name.key under the
+// PKI directory and returns their paths.
+func (p *pki) issue(name string, subj pkix.Name, usage x509.ExtKeyUsage, dns []string, ips []net.IP) (certPath, keyPath string, err error) {
+	return p.issueTo(filepath.Join(p.dir, name+".crt"), filepath.Join(p.dir, name+".key"), subj, usage, dns, ips)
+}
+
+func (p *pki) issueTo(certPath, keyPath string, subj pkix.Name, usage x509.ExtKeyUsage, dns []string, ips []net.IP) (string, string, error) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	p.serial++
+	now := time.Now().Add(-time.Hour)
+	t := &x509.Certificate{SerialNumber: big.NewInt(p.serial), Subject: subj, NotBefore: now, NotAfter: now.Add(48 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		DNSNames: dns, IPAddresses: ips}
+	der, err := x509.CreateCertificate(rand.Reader, t, p.ca, &k.PublicKey, p.caKey)
+	if err != nil {
+		return "", "", err
+	}
+	kb, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		return "", "", err
+	}
+	if err := writePEM(certPath, "CERTIFICATE", der); err != nil {
+		return "", "", err
+	}
+	return certPath, keyPath, writePEM(keyPath, "EC PRIVATE KEY", kb)
 }
 
 func writePEM(path, typ string, der []byte) error {
