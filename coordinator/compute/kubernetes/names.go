@@ -63,8 +63,9 @@ func GatewayNamespace(namespaceID string) string {
 type names struct {
 	a12, r12        string
 	gateway         string // gateway-<a12>: Deployment, Service, ServiceAccount
+	nodeRoute       string // gateway-<a12>-node: the Gateway's nonserving node bootstrap Service
 	agent           string // agent-<a12>: Harness ServiceAccount and Service
-	harness         string // agent-<a12>-rev-<r12>: Harness Deployment
+	harness         string // agent-<a12>-rev-<r12>: Harness Deployment and the revision's Harness Service
 	gatewayConfig   string // gateway-<a12>-rev-<r12>: immutable ConfigMap
 	harnessConfig   string // agent-<a12>-rev-<r12>-config: immutable ConfigMap
 	gatewayState    string // gateway-state-<a12>
@@ -86,7 +87,7 @@ func namesFor(agentID, revisionID string) names {
 		r = hashHex(revisionID, 12)
 	}
 	n := names{a12: a, r12: r,
-		gateway: "gateway-" + a, agent: "agent-" + a, harness: "agent-" + a + "-rev-" + r,
+		gateway: "gateway-" + a, nodeRoute: "gateway-" + a + "-node", agent: "agent-" + a, harness: "agent-" + a + "-rev-" + r,
 		gatewayConfig: "gateway-" + a + "-rev-" + r, harnessConfig: "agent-" + a + "-rev-" + r + "-config",
 		gatewayState: "gateway-state-" + a, workspace: "workspace-" + a,
 		password: "gateway-password-" + a, transport: "app-server-" + a,

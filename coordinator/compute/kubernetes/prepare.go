@@ -135,6 +135,9 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 		if _, err := ensure(ctx, core.Services(p.dp), harnessService(p, false), ao); err != nil {
 			return err
 		}
+		if _, err := ensure(ctx, core.Services(p.gw), nodeRouteService(p), ao); err != nil {
+			return err
+		}
 	}
 
 	// Revision-owned configuration, model credential and policies.
@@ -153,6 +156,9 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 	}
 	if p.topo == contract.DedicatedCodex {
 		if _, err := ensure(ctx, core.ConfigMaps(p.dp), configMap(p.n.harnessConfig, p.dp, ro, configKeyNative, rev.Document), ro); err != nil {
+			return err
+		}
+		if _, err := ensure(ctx, core.Services(p.dp), harnessRevisionService(p), ro); err != nil {
 			return err
 		}
 		// The one-use enrollment Secret starts empty: the setup code is

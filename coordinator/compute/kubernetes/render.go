@@ -174,11 +174,25 @@ func projected(name string, keys ...string) corev1.VolumeProjection {
 		LocalObjectReference: corev1.LocalObjectReference{Name: name}, Items: items}}
 }
 
+// gatewayURL is the Agent's published Gateway route (the stable Service).
 func (p *plan) gatewayURL() string {
 	return fmt.Sprintf("http://%s.%s.svc:%d", p.n.gateway, p.gw, contract.GatewayPort)
 }
 
-func (p *plan) harnessHost() string { return fmt.Sprintf("%s.%s.svc", p.n.agent, p.dp) }
+// nodeGatewayURL is where the Harness's workspace node reaches its Gateway:
+// the nonserving node route, which selects the Agent's Gateway Pods
+// whatever revision they run, before activation too (seed 002: a
+// nonserving route for the candidate), so the candidate node can enroll
+// with the candidate Gateway and later reconnect to the active one.
+func (p *plan) nodeGatewayURL() string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", p.n.nodeRoute, p.gw, contract.GatewayPort)
+}
+
+// harnessHost is where the revision's Gateway reaches its own Harness (the
+// app-server and the plugin-status peer): the revision's Harness Service,
+// which selects exactly that revision's Harness Pods from the start, so the
+// candidate Gateway's peer wait is answered before activation.
+func (p *plan) harnessHost() string { return fmt.Sprintf("%s.%s.svc", p.n.harness, p.dp) }
 
 // gatewayDeployment renders the Agent's stable Gateway Deployment running
 // this revision. Its selector carries no revision (activation switches the
@@ -280,7 +294,7 @@ func (d *Driver) harnessDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 		contract.EnvAppServerBind, contract.AppServerBindAll,
 		contract.EnvPlugins, strings.Join(p.rev.Plugins, ","), contract.EnvNodehostBin, pathNodehost,
 		contract.EnvCodexStateDir, pathCodexState, contract.EnvNodehostStateDir, pathNodeState,
-		contract.EnvNodehostEnrollment, pathEnrollment+"/"+enrollmentKey, contract.EnvNodehostGatewayURL, p.gatewayURL(),
+		contract.EnvNodehostEnrollment, pathEnrollment+"/"+enrollmentKey, contract.EnvNodehostGatewayURL, p.nodeGatewayURL(),
 	)
 	e = append(e, corev1.EnvVar{Name: contract.EnvPodUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}})
 	sources := []corev1.VolumeProjection{projected(p.n.transport, contract.SecretAppServerToken, contract.SecretPluginStatusKey)}
@@ -390,6 +404,31 @@ func harnessService(p *plan, active bool) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: meta(p.n.agent, p.dp, p.agentOwn, map[string]string{LabelRole: RoleAgent}),
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: harnessServiceSelector(p, active),
+			Ports: []corev1.ServicePort{
+				{Name: "websocket", Port: contract.AppServerPort, TargetPort: intstr.FromString("websocket"), Protocol: corev1.ProtocolTCP},
+				{Name: "plugin-status", Port: contract.StatusPort, TargetPort: intstr.FromString("plugin-status"), Protocol: corev1.ProtocolTCP},
+			}},
+	}
+}
+
+// nodeRouteService is the Agent's nonserving node bootstrap route in the
+// Gateway namespace: only the Gateway port, selecting the Agent's Gateway
+// Pods (no revision). It is never published; workspace nodes use it.
+func nodeRouteService(p *plan) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: meta(p.n.nodeRoute, p.gw, p.agentOwn, map[string]string{LabelRole: RoleGateway}),
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: merge(p.gwPodSel),
+			Ports: []corev1.ServicePort{{Name: "http", Port: contract.GatewayPort, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}},
+	}
+}
+
+// harnessRevisionService is the revision's own Harness Service (revision
+// owned, retired with it): the exact revision's Harness Pods, for that
+// revision's Gateway only.
+func harnessRevisionService(p *plan) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: meta(p.n.harness, p.dp, p.own, map[string]string{LabelRole: RoleAgent}),
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: merge(p.harPodSel),
 			Ports: []corev1.ServicePort{
 				{Name: "websocket", Port: contract.AppServerPort, TargetPort: intstr.FromString("websocket"), Protocol: corev1.ProtocolTCP},
 				{Name: "plugin-status", Port: contract.StatusPort, TargetPort: intstr.FromString("plugin-status"), Protocol: corev1.ProtocolTCP},

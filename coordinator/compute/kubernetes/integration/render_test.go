@@ -249,8 +249,13 @@ func TestDedicatedRenderApplyObserve(t *testing.T) {
 	// Active Harness Service selects namespace, agent, revision and role + workload name.
 	svcs, err := env.Client.CoreV1().Services(dp).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
-	require.Len(t, svcs.Items, 1)
-	hsvc := svcs.Items[0]
+	require.Len(t, svcs.Items, 2, "the Agent's Harness Service and the revision's")
+	var hsvc corev1.Service
+	for _, s := range svcs.Items {
+		if s.Name != h.Name {
+			hsvc = s
+		}
+	}
 	require.Equal(t, rev.ID, hsvc.Spec.Selector[kdriver.LabelRevision])
 	require.Equal(t, agentID, hsvc.Spec.Selector[kdriver.LabelAgent])
 	require.Equal(t, nsID, hsvc.Spec.Selector[kdriver.LabelNamespace])
