@@ -83,10 +83,19 @@ func (s secretCredentials) Resolve(ctx context.Context, rev state.Revision) (map
 	}
 	file := contract.SecretModelAPIKey
 	switch {
-	case rev.HarnessAuth.Method == "codex_pat" || rev.HarnessAuth.Method == "chatgpt_service_account":
+	case rev.HarnessAuth.Method == contract.LoginCodexPAT || rev.HarnessAuth.Method == contract.LoginServiceAccount:
 		file = contract.SecretCodexAccessToken
 	case rev.Harness.ID == state.HarnessCodex:
 		file = contract.SecretOpenAIAPIKey
 	}
-	return map[string][]byte{file: v}, nil
+	out := map[string][]byte{file: v}
+	if rev.HarnessAuth.Method == contract.LoginServiceAccount {
+		// The service account's workspace id sits beside its token.
+		ws := sec.Data[contract.SecretCodexWorkspaceID]
+		if len(ws) == 0 {
+			return nil, fmt.Errorf("server: credential source %s has no key %s for %s", name, contract.SecretCodexWorkspaceID, rev.HarnessAuth.Method)
+		}
+		out[contract.SecretCodexWorkspaceID] = ws
+	}
+	return out, nil
 }

@@ -15,7 +15,8 @@ import (
 
 func TestSecretCredentials(t *testing.T) {
 	client := fake.NewSimpleClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "model", Namespace: "oce-system"},
-		Data: map[string][]byte{"openai": []byte("sk-test")}})
+		Data: map[string][]byte{"openai": []byte("sk-test")}}, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sa", Namespace: "oce-system"},
+		Data: map[string][]byte{"token": []byte("at-test"), contract.SecretCodexWorkspaceID: []byte("ws-1")}})
 	c := secretCredentials{client: client, namespace: "oce-system"}
 	ctx := context.Background()
 	rev := func(h, method, ref string) state.Revision {
@@ -41,6 +42,12 @@ func TestSecretCredentials(t *testing.T) {
 		require.Error(t, err, bad)
 		require.NotContains(t, err.Error(), "sk-test")
 	}
+	// chatgpt_service_account delivers the token and the workspace id beside it.
+	got, err := c.Resolve(ctx, rev(state.HarnessCodex, "chatgpt_service_account", "secret:sa#token"))
+	require.NoError(t, err)
+	require.Equal(t, map[string][]byte{contract.SecretCodexAccessToken: []byte("at-test"), contract.SecretCodexWorkspaceID: []byte("ws-1")}, got)
+	_, err = c.Resolve(ctx, rev(state.HarnessCodex, "chatgpt_service_account", "secret:model#openai"))
+	require.ErrorContains(t, err, contract.SecretCodexWorkspaceID)
 	none, err := c.Resolve(ctx, state.Revision{})
 	require.NoError(t, err)
 	require.Nil(t, none)

@@ -12,6 +12,12 @@ const (
 	SecretCodexAccessToken = "codex-access-token" // dedicated Codex, codex_pat / service account login
 )
 
+// SecretCodexWorkspaceID is the key of a chatgpt_service_account login's
+// ChatGPT workspace id among the credentials a driver delivers (beside
+// SecretCodexAccessToken). It is an identifier, not a credential: drivers
+// render it as EnvCodexWorkspaceID, not as a file.
+const SecretCodexWorkspaceID = "chatgpt-workspace-id"
+
 // EnrollmentFile is the name of the one-use enrollment file (a setup code)
 // a driver delivers to the Harness, mode 0600.
 const EnrollmentFile = "enrollment"

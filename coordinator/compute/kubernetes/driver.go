@@ -156,13 +156,15 @@ func New(cfg Config, client kubernetes.Interface) (*Driver, error) {
 // Capabilities implements compute.Driver: embedded OpenClaw and dedicated
 // Codex (dedicated OpenClaw needs a provisioning SandboxDriver this driver
 // does not have), stopped predecessors for dedicated revisions, activation
-// after the commit.
+// after the commit. Dedicated Codex advertises exactly the login modes the
+// Harness supports (oauth and credential_source need a credential service
+// harnessd does not have, so they are refused at admission).
 func (d *Driver) Capabilities() compute.Capabilities {
 	return compute.Capabilities{
 		Name: d.cfg.Name,
 		Topologies: map[contract.Topology][]string{
 			contract.Embedded:       {"api_key"},
-			contract.DedicatedCodex: {"api_key", "codex_pat", "oauth", "chatgpt_service_account", "credential_source"},
+			contract.DedicatedCodex: append([]string(nil), CodexLoginModes...),
 		},
 		StoppedPredecessors: map[string]bool{state.ModeDedicated: true},
 	}

@@ -17,9 +17,13 @@ import (
 	"oce.dev/oce/shared/contract"
 )
 
-// modelKeys are the only Secret keys a model credential may use.
+// modelKeys are the only Secret keys a model credential may use; each is
+// projected as a file. contract.SecretCodexWorkspaceID may come with them
+// (chatgpt_service_account): it is rendered as an environment variable.
 var modelKeys = map[string]bool{contract.SecretModelAPIKey: true, contract.SecretOpenAIAPIKey: true, contract.SecretCodexAccessToken: true, "anthropic-api-key": true}
 
+// credentials resolves the revision's binding; keys are the file keys to
+// project (sorted), data also holds contract.SecretCodexWorkspaceID when the login needs it.
 func (d *Driver) credentials(ctx context.Context, rev state.Revision) (map[string][]byte, []string, error) {
 	if d.cfg.Credentials == nil {
 		return nil, nil, nil
@@ -30,12 +34,22 @@ func (d *Driver) credentials(ctx context.Context, rev state.Revision) (map[strin
 	}
 	keys := make([]string, 0, len(data))
 	for k := range data {
+		if k == contract.SecretCodexWorkspaceID {
+			continue
+		}
 		if !modelKeys[k] {
 			return nil, nil, compute.Permanent(codes.HarnessAuthRequired, fmt.Errorf("%w: credential key %q", ErrUnsupported, k))
 		}
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	if loginMode(rev) == contract.LoginServiceAccount && len(data[contract.SecretCodexWorkspaceID]) == 0 {
+		return nil, nil, compute.Permanent(codes.HarnessAuthRequired,
+			fmt.Errorf("%w: %s needs the ChatGPT workspace id (credential key %s)", ErrUnsupported, contract.LoginServiceAccount, contract.SecretCodexWorkspaceID))
+	}
+	if _, ok := data[contract.SecretCodexWorkspaceID]; ok && loginMode(rev) != contract.LoginServiceAccount {
+		return nil, nil, compute.Permanent(codes.HarnessAuthRequired, fmt.Errorf("%w: credential key %q outside %s", ErrUnsupported, contract.SecretCodexWorkspaceID, contract.LoginServiceAccount))
+	}
 	return data, keys, nil
 }
 

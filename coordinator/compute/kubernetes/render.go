@@ -36,6 +36,18 @@ const (
 	enrollmentKey    = contract.EnrollmentFile
 )
 
+// CodexLoginModes are the Codex login modes the Harness (harnessd)
+// supports: the dedicated Codex bindings the driver advertises, no more.
+var CodexLoginModes = []string{contract.LoginAPIKey, contract.LoginCodexPAT, contract.LoginServiceAccount}
+
+// loginMode is the revision's Codex login mode (api_key when unbound).
+func loginMode(rev state.Revision) string {
+	if a := rev.HarnessAuth; a != nil && a.Method != "" {
+		return a.Method
+	}
+	return contract.LoginAPIKey
+}
+
 // privateRanges are excluded from model egress (REFERENCE §8.3).
 var privateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"}
 
@@ -282,10 +294,7 @@ func (d *Driver) gatewayDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 // harnessDeployment renders the dedicated Codex Harness (harnessd with its
 // companion nodehost) in the data-plane namespace.
 func (d *Driver) harnessDeployment(p *plan, modelKeys []string) *appsv1.Deployment {
-	login := contract.LoginAPIKey
-	if a := p.rev.HarnessAuth; a != nil && a.Method != "" {
-		login = a.Method
-	}
+	login := loginMode(p.rev)
 	e := env(
 		contract.EnvNamespaceID, p.rev.NamespaceID, contract.EnvAgentID, p.rev.AgentID, contract.EnvRevisionID, p.rev.ID,
 		contract.EnvStatusAddr, fmt.Sprintf(":%d", contract.StatusPort), contract.EnvSecretsDir, pathSecrets, contract.EnvTmpDir, "/tmp",
@@ -297,6 +306,10 @@ func (d *Driver) harnessDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 		contract.EnvNodehostEnrollment, pathEnrollment+"/"+enrollmentKey, contract.EnvNodehostGatewayURL, p.nodeGatewayURL(),
 	)
 	e = append(e, corev1.EnvVar{Name: contract.EnvPodUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}})
+	if login == contract.LoginServiceAccount {
+		e = append(e, corev1.EnvVar{Name: contract.EnvCodexWorkspaceID, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: p.n.harnessSecrets}, Key: contract.SecretCodexWorkspaceID}}})
+	}
 	sources := []corev1.VolumeProjection{projected(p.n.transport, contract.SecretAppServerToken, contract.SecretPluginStatusKey)}
 	if len(modelKeys) > 0 {
 		sources = append(sources, projected(p.n.harnessSecrets, modelKeys...))
