@@ -4,7 +4,10 @@ import "fmt"
 
 // Status-server routes the drivers and the peer supervisor call.
 const (
-	RouteReadyz        = "/readyz"
+	RouteReadyz = "/readyz"
+	// RouteStartupz (no credential) answers 200 once startup ended or a
+	// failure is held: the Kubernetes driver's startup probe.
+	RouteStartupz      = "/startupz"
 	RouteRuntimeStatus = "/openclaw/runtime/status"               // carries the held runtimeFailure
 	RouteRemoteStatus  = "/openclaw/plugin-runtime/remote-status" // the Harness, for its Gateway peer
 	// RouteSetupCode (POST, bearer SecretStatusToken) mints a one-use setup

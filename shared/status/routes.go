@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"regexp"
 	"runtime"
+
+	"oce.dev/oce/shared/codes"
 )
 
 func (s *Server) routes() {
@@ -80,6 +83,21 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // "<NotReadyReason>; startup check <check> failed with <CODE>".
 func HeldReason(f RuntimeFailure) string {
 	return fmt.Sprintf("%s; startup check %s failed with %s", NotReadyReason, f.Check, f.Code)
+}
+
+// heldReasonRe finds a HeldReason inside a longer text (kubelet reports an
+// exec probe's output as "Readiness probe failed: <output>").
+var heldReasonRe = regexp.MustCompile(regexp.QuoteMeta(NotReadyReason) + `; startup check ([a-z][a-z0-9-]{0,63}) failed with ([A-Z][A-Z0-9_]{0,63})`)
+
+// ParseHeldReason finds the first HeldReason in s and returns its check and
+// code; ok is false when s holds none or its code is not a runtime
+// diagnostic code.
+func ParseHeldReason(s string) (check string, code codes.Code, ok bool) {
+	m := heldReasonRe.FindStringSubmatch(s)
+	if m == nil || !codes.IsRuntimeDiagnostic(codes.Code(m[2])) {
+		return "", "", false
+	}
+	return m[1], codes.Code(m[2]), true
 }
 
 // readyz answers from published state. In a hold it returns before looking

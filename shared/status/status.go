@@ -45,7 +45,7 @@ const NotReadyReason = "runtime not ready"
 const (
 	PathReadyz             = contract.RouteReadyz
 	PathLivez              = "/livez"
-	PathStartupz           = "/startupz"
+	PathStartupz           = contract.RouteStartupz
 	PathStatus             = "/status"
 	PathRuntimeStatus      = contract.RouteRuntimeStatus
 	PathDiagnostics        = "/diagnostics"

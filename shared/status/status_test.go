@@ -655,3 +655,27 @@ func TestPhaseObserver(t *testing.T) {
 	require.Equal(t, "UNAVAILABLE", last.Code)
 	require.EqualValues(t, 1000, last.Ms)
 }
+
+// TestParseHeldReason reads a held reason back from a probe's output as
+// kubelet reports it, and refuses anything else.
+func TestParseHeldReason(t *testing.T) {
+	r := HeldReason(RuntimeFailure{Check: "model-probe", Code: codes.AuthenticationFailed})
+	for _, tc := range []struct {
+		in    string
+		check string
+		code  codes.Code
+		ok    bool
+	}{
+		{r, "model-probe", codes.AuthenticationFailed, true},
+		{"Readiness probe failed: " + r + "\n", "model-probe", codes.AuthenticationFailed, true},
+		{"Readiness probe failed: " + NotReadyReason + "\n", "", "", false},
+		{NotReadyReason + "; startup check model-probe failed with NOT_A_CODE", "", "", false},
+		{"startup check model-probe failed with AUTHENTICATION_FAILED", "", "", false},
+		{"", "", "", false},
+	} {
+		check, code, ok := ParseHeldReason(tc.in)
+		require.Equal(t, tc.ok, ok, tc.in)
+		require.Equal(t, tc.check, check, tc.in)
+		require.Equal(t, tc.code, code, tc.in)
+	}
+}

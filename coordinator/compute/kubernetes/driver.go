@@ -41,7 +41,9 @@ const (
 	// ProbePeriodSeconds is the exec readiness probe period (REFERENCE §1.7).
 	ProbePeriodSeconds = 2
 	// StartupProbeFailureThreshold × ProbePeriodSeconds bounds startup
-	// (login, model probe, plugin install) before kubelet restarts it.
+	// (login, model probe, plugin install) before kubelet restarts a
+	// supervisor whose status server never answers; a held failure ends
+	// startup (GET /startupz answers 200), so it is never restarted.
 	StartupProbeFailureThreshold = 450
 
 	WorkspaceClaimSize    = "40Gi"

@@ -34,7 +34,16 @@ func (d *Driver) podReadiness(ctx context.Context, ns string, want map[string]st
 	if err != nil {
 		return Readiness{}, transient(err)
 	}
-	return ProviderHarnessReady(l, ns, want), nil
+	r := ProviderHarnessReady(l, ns, want)
+	if r.Reason != ReasonPodNotReady {
+		return r, nil
+	}
+	for i := range l.Items {
+		if p := &l.Items[i]; p.Name == r.Pod {
+			return d.heldFromProbe(ctx, p, r)
+		}
+	}
+	return r, nil
 }
 
 func (d *Driver) revisionReadiness(ctx context.Context, p *plan) (Readiness, error) {

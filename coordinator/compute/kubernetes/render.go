@@ -125,10 +125,16 @@ func execProbe(cmd ...string) *corev1.Probe {
 		PeriodSeconds: ProbePeriodSeconds, TimeoutSeconds: 2, FailureThreshold: 1, SuccessThreshold: 1}
 }
 
-func startupProbe(cmd ...string) *corev1.Probe {
-	pr := execProbe(cmd...)
-	pr.FailureThreshold = StartupProbeFailureThreshold
-	return pr
+// startupProbe asks the supervisor's status server whether startup is over
+// (GET /startupz on the plugin-status port, no credential): it answers 200
+// once the startup phases finished OR a failure is held, so kubelet never
+// restarts a held container (seed 000: a failed check holds the runtime
+// unready until repair; a restart would repeat login and the model probe).
+// The readiness probe then runs and keeps failing with the held reason.
+func startupProbe() *corev1.Probe {
+	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+		Path: contract.RouteStartupz, Port: intstr.FromString("plugin-status"), Scheme: corev1.URISchemeHTTP}},
+		PeriodSeconds: ProbePeriodSeconds, TimeoutSeconds: 2, FailureThreshold: StartupProbeFailureThreshold, SuccessThreshold: 1}
 }
 
 func emptyDirs() []corev1.Volume {
@@ -278,7 +284,7 @@ func (d *Driver) gatewayDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: contract.GatewayPort},
 							{Name: "plugin-status", ContainerPort: contract.StatusPort}},
 						ReadinessProbe:  execProbe("gatewayd", "ready"),
-						StartupProbe:    startupProbe("gatewayd", "ready"),
+						StartupProbe:    startupProbe(),
 						SecurityContext: containerSecurityContext(),
 						VolumeMounts:    mounts,
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
@@ -358,7 +364,7 @@ func (d *Driver) harnessDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 						Ports: []corev1.ContainerPort{{Name: "websocket", ContainerPort: contract.AppServerPort},
 							{Name: "plugin-status", ContainerPort: contract.StatusPort}},
 						ReadinessProbe:  execProbe("harnessd", "ready"),
-						StartupProbe:    startupProbe("harnessd", "ready"),
+						StartupProbe:    startupProbe(),
 						SecurityContext: containerSecurityContext(),
 						VolumeMounts:    mounts,
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{

@@ -315,7 +315,7 @@ func TestRetireKeepsClaims(t *testing.T) {
 	require.Zero(t, got["configmap"], "revision ConfigMaps removed")
 	// Agent-owned identity, Services and Secrets stay; revision ones go.
 	require.Equal(t, 2, got["serviceaccount"])
-	require.Equal(t, 2, got["service"])
+	require.Equal(t, 3, got["service"], "the Gateway, its node route and the Harness Service")
 	for k := range after {
 		if k.kind == "secret" {
 			require.False(t, strings.HasPrefix(k.name, "harness-secrets-") || strings.HasPrefix(k.name, "workspace-node-"), k.name)

@@ -69,7 +69,10 @@ func requireProbes(t *testing.T, c corev1.Container, bin string) {
 	t.Helper()
 	require.Equal(t, []string{bin, "ready"}, c.ReadinessProbe.Exec.Command)
 	require.Equal(t, int32(2), c.ReadinessProbe.PeriodSeconds)
-	require.Equal(t, []string{bin, "ready"}, c.StartupProbe.Exec.Command)
+	// Startup ends when the supervisor says so, held or not: /startupz.
+	require.Nil(t, c.StartupProbe.Exec)
+	require.Equal(t, "/startupz", c.StartupProbe.HTTPGet.Path)
+	require.Equal(t, "plugin-status", c.StartupProbe.HTTPGet.Port.StrVal)
 	require.Equal(t, int32(2), c.StartupProbe.PeriodSeconds)
 }
 
