@@ -61,7 +61,18 @@ func fakeMain() {
 
 	var mu sync.Mutex
 	minted := map[string]bool{}
+	// Paired nodes outlive a gateway restart, as OpenClaw's device store
+	// does in its state directory.
+	paired := filepath.Join(os.Getenv("OPENCLAW_STATE_DIR"), "fake-paired")
+	if b, err := os.ReadFile(paired); err == nil {
+		for _, c := range strings.Fields(string(b)) {
+			minted[c] = true
+		}
+	}
 	if role == "gateway" {
+		if n := os.Getenv("OCE_WORKSPACE_NODE_ID"); n != "" {
+			event("pinned " + n)
+		}
 		ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("OPENCLAW_GATEWAY_PORT"))
 		if err == nil {
 			go func() {
@@ -85,6 +96,10 @@ func fakeMain() {
 			mu.Lock()
 			code := fmt.Sprintf("code-%d", len(minted)+1)
 			minted[code] = true
+			if f, err := os.OpenFile(paired, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
+				fmt.Fprintln(f, code)
+				f.Close()
+			}
 			mu.Unlock()
 			event("minted")
 			_ = json.NewEncoder(w).Encode(map[string]any{"setupCode": code, "expiresAtMs": time.Now().Add(time.Minute).UnixMilli()})

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
@@ -108,4 +109,24 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// workspaceNodeFile records the Agent's enrolled workspace node id beside
+// its claims: the node's identity lives on the Harness claim, so later
+// revisions start their gateway pinned to it at once.
+func (d *Driver) workspaceNodeFile(nsID, agentID string) string {
+	return filepath.Join(d.AgentDir(nsID, agentID), "workspace-node-id")
+}
+
+// workspaceNode is the Agent's recorded workspace node ("" when none).
+func (d *Driver) workspaceNode(nsID, agentID string) string {
+	b, err := os.ReadFile(d.workspaceNodeFile(nsID, agentID))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (d *Driver) setWorkspaceNode(nsID, agentID, nodeID string) error {
+	return atomicfile.Write(d.workspaceNodeFile(nsID, agentID), []byte(nodeID+"\n"), 0o600)
 }

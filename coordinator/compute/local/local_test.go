@@ -223,6 +223,10 @@ func TestDedicatedEnrollsNodeAndStopsGatewayFirst(t *testing.T) {
 	require.Contains(t, ev, "gateway rev1 minted")
 	require.Contains(t, ev, "harness rev1 enrolled")
 	require.NotContains(t, ev, "harness rev1 insecure-enrollment")
+	// Once the node enrolled, the gateway runs pinned to it
+	// (OCE_WORKSPACE_NODE_ID), which renders its command allow-list.
+	require.Contains(t, ev, "gateway rev1 pinned node-1")
+	require.Equal(t, "node-1", f.d.workspaceNode("ns1", rev.AgentID))
 	require.NoFileExists(t, enrollmentFile(f.d.revs["rev1"]), "the one-use file was consumed")
 
 	hs := filepath.Join(f.d.RevisionDir(rev), "harness", "secrets")
@@ -250,9 +254,15 @@ func TestDedicatedEnrollsNodeAndStopsGatewayFirst(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, compute.StopResult{Stopped: true, CameBack: true}, res)
 
-	// A later revision reuses the Agent's workspace claim.
+	// A later revision reuses the Agent's workspace claim, and its gateway
+	// starts pinned to the Agent's node at once.
 	require.NoError(t, f.d.RetireRevision(ctx, rev))
 	require.FileExists(t, filepath.Join(f.d.HarnessWorkspace("ns1", "agent2"), "harness-was-here"))
+	rev2 := dedicatedRev("rev2", "good")
+	require.NoError(t, f.d.PrepareRevision(ctx, rev2))
+	require.Equal(t, "node-1", f.d.revs["rev2"].GatewayNodeID, "pinned from its first start")
+	f.waitReady(t, rev2)
+	require.Equal(t, 1, strings.Count(strings.Join(f.eventLines(t), "\n"), "gateway rev2 started"), "no restart to pin the node")
 }
 
 func indexOf(lines []string, s string) int {

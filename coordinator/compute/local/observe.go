@@ -76,7 +76,7 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 		return obs, nil
 	}
 	if snap.Topology == contract.DedicatedCodex && !snap.Enrolled {
-		enrolled, err := d.advanceEnrollment(ctx, r, gwAddr)
+		enrolled, err := d.advanceEnrollment(ctx, rev, r, gwAddr)
 		if err != nil {
 			d.log.Info("enrollment pending", "revision", rev.ID, "error", err.Error())
 		}
@@ -167,7 +167,7 @@ func statusCall(ctx context.Context, method, url, token string, out any) error {
 
 // advanceEnrollment observes the workspace node and, while none is
 // connected, delivers a fresh one-use setup code when none is pending.
-func (d *Driver) advanceEnrollment(ctx context.Context, r *revRuntime, gwAddr string) (bool, error) {
+func (d *Driver) advanceEnrollment(ctx context.Context, rev state.Revision, r *revRuntime, gwAddr string) (bool, error) {
 	token, err := d.statusToken(r)
 	if err != nil {
 		return false, err
@@ -177,12 +177,8 @@ func (d *Driver) advanceEnrollment(ctx context.Context, r *revRuntime, gwAddr st
 		return false, err
 	}
 	for _, n := range nodes.Nodes {
-		if n.Connected {
-			d.mu.Lock()
-			r.Enrolled = true
-			err := r.save()
-			d.mu.Unlock()
-			return true, err
+		if n.Connected && n.NodeID != "" {
+			return d.nodeConnected(ctx, rev, r, n.NodeID)
 		}
 	}
 	d.mu.Lock()
@@ -210,4 +206,30 @@ func (d *Driver) advanceEnrollment(ctx context.Context, r *revRuntime, gwAddr st
 	}
 	d.log.Info("enrollment delivered", "revision", r.RevisionID)
 	return false, r.save()
+}
+
+// nodeConnected records the Agent's enrolled workspace node and, when the
+// gateway runs without it pinned, restarts the gateway with
+// OCE_WORKSPACE_NODE_ID (the node keeps its paired identity and
+// reconnects); the revision is enrolled once the pinned gateway lists it.
+func (d *Driver) nodeConnected(ctx context.Context, rev state.Revision, r *revRuntime, nodeID string) (bool, error) {
+	d.mu.Lock()
+	pinned := r.GatewayNodeID == nodeID
+	d.mu.Unlock()
+	if pinned {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		r.Enrolled = true
+		return true, r.save()
+	}
+	if err := d.setWorkspaceNode(rev.NamespaceID, rev.AgentID, nodeID); err != nil {
+		return false, compute.Transient(codes.TransientDependency, err)
+	}
+	d.log.Info("workspace node enrolled; restarting the gateway pinned to it", "revision", r.RevisionID, "node", nodeID)
+	if _, err := proc.Stop(ctx, r.Gateway, d.cfg.GatewayStopWait, d.cfg.LeftoverGrace, d.cfg.PollInterval); err != nil {
+		return false, compute.Transient(codes.TransientDependency, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return false, d.startGateway(ctx, rev, r)
 }

@@ -58,6 +58,9 @@ type revRuntime struct {
 	Enrolled bool `json:"enrolled,omitempty"`
 	// EnrollExpiresAtMs: the delivered setup code's expiry (0: none yet).
 	EnrollExpiresAtMs int64 `json:"enrollExpiresAtMs,omitempty"`
+	// GatewayNodeID is the OCE_WORKSPACE_NODE_ID the running gateway was
+	// started with ("" before the Agent's node first enrolled).
+	GatewayNodeID string `json:"gatewayNodeId,omitempty"`
 
 	dir string
 }
@@ -356,9 +359,15 @@ func (d *Driver) startGateway(_ context.Context, rev state.Revision, r *revRunti
 	if d.cfg.Runtimes.Node != "" && d.cfg.Runtimes.OpenClawMJS != "" {
 		env = append(env, kv(contract.EnvOpenClawBin, d.cfg.Runtimes.Node+" "+d.cfg.Runtimes.OpenClawMJS))
 	}
+	node := ""
 	if r.Topology == contract.Embedded {
 		env = append(env, kv(contract.EnvWorkspaceDir, d.GatewayWorkspace(rev.NamespaceID, rev.AgentID)))
 	} else {
+		// Once the Agent's workspace node enrolled, the gateway pins it:
+		// it renders the node command allow-list and file-transfer policy.
+		if node = d.workspaceNode(rev.NamespaceID, rev.AgentID); node != "" {
+			env = append(env, kv(contract.EnvWorkspaceNodeID, node))
+		}
 		env = append(env,
 			kv(contract.EnvPeerStatusURL, contract.PeerStatusURL("127.0.0.1", r.Ports.HarnessStatus)),
 			kv(contract.EnvAppServerURL, contract.AppServerURL("127.0.0.1", r.Ports.AppServer)),
@@ -374,8 +383,8 @@ func (d *Driver) startGateway(_ context.Context, rev state.Revision, r *revRunti
 	if err != nil {
 		return compute.Transient(codes.TransientDependency, err)
 	}
-	r.Gateway, r.Staged = p, false
-	d.log.Info("gateway started", "revision", rev.ID, "pid", p.PID, "port", r.Ports.Gateway)
+	r.Gateway, r.Staged, r.GatewayNodeID = p, false, node
+	d.log.Info("gateway started", "revision", rev.ID, "pid", p.PID, "port", r.Ports.Gateway, "workspaceNode", node)
 	return r.save()
 }
 
