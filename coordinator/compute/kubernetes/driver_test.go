@@ -175,6 +175,26 @@ func addPod(t *testing.T, cs *fake.Clientset, ns, name string, lbl map[string]st
 	require.NoError(t, err)
 }
 
+// rollGateway stands in for the Deployment controller and kubelet on the
+// fake client: it replaces the Gateway Pods with one Ready Pod of the
+// Deployment's current template (as Recreate does after an update).
+func rollGateway(t *testing.T, cs *fake.Clientset, p *plan, name string) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := cs.CoreV1().Pods(p.gw).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, pod := range l.Items {
+		require.NoError(t, cs.CoreV1().Pods(p.gw).Delete(ctx, pod.Name, metav1.DeleteOptions{}))
+	}
+	dep := gatewayOf(t, cs, p.gw)
+	_, err = cs.CoreV1().Pods(p.gw).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.gw, UID: types.UID("uid-" + p.gw + "-" + name), Labels: dep.Spec.Template.Labels},
+		Spec:       dep.Spec.Template.Spec,
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
 func TestPrepareDedicatedSplitsGatewayAndHarness(t *testing.T) {
 	d, cs := newFake(t)
 	ctx := context.Background()
@@ -217,6 +237,11 @@ func TestPrepareDedicatedSplitsGatewayAndHarness(t *testing.T) {
 	require.Equal(t, ReasonNodeNotEnrolled, obs.Reason)
 	require.NoError(t, d.PrepareRevision(ctx, rev)) // mints the setup code
 	d.status.(*fakeStatus).enroll("node-1")
+	obs, err = d.ObserveRevision(ctx, rev)
+	require.NoError(t, err)
+	require.Equal(t, ReasonNodeNotPinned, obs.Reason, "the Gateway does not pin the node yet")
+	require.NoError(t, d.PrepareRevision(ctx, rev)) // pins it: the Gateway restarts
+	rollGateway(t, cs, p, "gateway-1")
 	obs, err = d.ObserveRevision(ctx, rev)
 	require.NoError(t, err)
 	require.True(t, obs.Ready, obs.Reason)

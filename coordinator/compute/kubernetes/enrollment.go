@@ -12,6 +12,7 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
 // One-use enrollment Secret keys (seed 000 step 2, REFERENCE §4.2). The
@@ -26,6 +27,9 @@ const (
 	AnnotationWorkspaceNode = "oce.dev/workspace-node-id"
 	// ReasonNodeNotEnrolled: the Gateway lists no connected workspace node.
 	ReasonNodeNotEnrolled = "workspace node not enrolled"
+	// ReasonNodeNotPinned: the node enrolled, and the revision's Gateway is
+	// being restarted pinned to it (OCE_WORKSPACE_NODE_ID).
+	ReasonNodeNotPinned = "workspace node not pinned"
 )
 
 // enrollmentSecret returns the revision's exactly owned enrollment Secret,
@@ -47,7 +51,84 @@ func (d *Driver) servingGateway(ctx context.Context, p *plan) (Endpoint, Readine
 		return Endpoint{}, r, transient(err)
 	}
 	return Endpoint{Namespace: p.gw, Service: p.n.gateway, RevisionID: running, Pod: pod.Name,
-		PodIP: pod.Status.PodIP, TokenSecret: p.n.password}, r, nil
+		PodIP: pod.Status.PodIP, TokenSecret: p.n.password, NodeID: podEnv(pod.Spec, contract.EnvWorkspaceNodeID)}, r, nil
+}
+
+// podEnv is the literal value of a Pod's first container's variable.
+func podEnv(spec corev1.PodSpec, name string) string {
+	if len(spec.Containers) == 0 {
+		return ""
+	}
+	for _, e := range spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+// workspaceNode is the node the revision's Gateway pins: the one its own
+// enrollment recorded, else the Agent's (its identity lives on the Agent's
+// workspace claim, so a later revision's Gateway starts pinned at once).
+func (d *Driver) workspaceNode(ctx context.Context, p *plan) (string, error) {
+	s, err := d.c.CoreV1().Secrets(p.dp).Get(ctx, p.n.enrollment, metav1.GetOptions{})
+	switch {
+	case err == nil && p.own.owns(s.Labels, s.Annotations, false) && s.Annotations[AnnotationWorkspaceNode] != "":
+		return s.Annotations[AnnotationWorkspaceNode], nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return "", transient(err)
+	}
+	svc, err := d.c.CoreV1().Services(p.gw).Get(ctx, p.n.nodeRoute, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", transient(err)
+	}
+	if !p.agentOwn.owns(svc.Labels, svc.Annotations, false) {
+		return "", foreign(p.gw, p.n.nodeRoute)
+	}
+	return svc.Annotations[AnnotationWorkspaceNode], nil
+}
+
+// pinNode records the Agent's node on its node route and, when the Agent's
+// Gateway runs this revision without the node pinned, updates its template
+// (the Recreate strategy restarts it; the node reconnects with its device
+// token).
+func (d *Driver) pinNode(ctx context.Context, p *plan, nodeID string) error {
+	svc, err := d.c.CoreV1().Services(p.gw).Get(ctx, p.n.nodeRoute, metav1.GetOptions{})
+	if err != nil {
+		return transient(err)
+	}
+	if !p.agentOwn.owns(svc.Labels, svc.Annotations, false) {
+		return foreign(p.gw, p.n.nodeRoute)
+	}
+	if svc.Annotations[AnnotationWorkspaceNode] != nodeID {
+		next := svc.DeepCopy()
+		next.Annotations = merge(svc.Annotations, map[string]string{AnnotationWorkspaceNode: nodeID})
+		if _, err := d.c.CoreV1().Services(p.gw).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+			return transient(err)
+		}
+	}
+	gw, err := d.c.AppsV1().Deployments(p.gw).Get(ctx, p.n.gateway, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return transient(err)
+	}
+	if !p.agentOwn.owns(gw.Labels, gw.Annotations, true) {
+		return foreign(p.gw, p.n.gateway)
+	}
+	if gw.Labels[LabelRevision] != p.rev.ID || gw.DeletionTimestamp != nil || podEnv(gw.Spec.Template.Spec, contract.EnvWorkspaceNodeID) == nodeID {
+		return nil // another revision's Gateway: activation renders the pin
+	}
+	_, keys, err := d.credentials(ctx, p.rev)
+	if err != nil {
+		return err
+	}
+	d.log.Info("workspace node enrolled; pinning it in the Gateway", "revision", p.rev.ID, "node", nodeID)
+	return d.switchGateway(ctx, gw, p, keys)
 }
 
 func statusErr(op string, err error) error {
@@ -64,8 +145,11 @@ func (d *Driver) ensureEnrollment(ctx context.Context, p *plan) error {
 	if err != nil {
 		return err
 	}
-	if s.Annotations[AnnotationWorkspaceNode] != "" {
-		return d.recordNode(ctx, p, s, s.Annotations[AnnotationWorkspaceNode])
+	if id := s.Annotations[AnnotationWorkspaceNode]; id != "" {
+		if err := d.recordNode(ctx, p, s, id); err != nil {
+			return err
+		}
+		return d.pinNode(ctx, p, id)
 	}
 	ep, r, err := d.servingGateway(ctx, p)
 	if err != nil || !r.Ready {
@@ -76,7 +160,10 @@ func (d *Driver) ensureEnrollment(ctx context.Context, p *plan) error {
 		return statusErr("nodes", err)
 	}
 	if id := connectedNode(nodes, ""); id != "" {
-		return d.recordNode(ctx, p, s, id)
+		if err := d.recordNode(ctx, p, s, id); err != nil {
+			return err
+		}
+		return d.pinNode(ctx, p, id)
 	}
 	if exp, err := strconv.ParseInt(string(s.Data[KeyExpiresAtMs]), 10, 64); err == nil &&
 		len(s.Data[KeySetupCode]) > 0 && d.now().UnixMilli() < exp {
@@ -154,6 +241,11 @@ func (d *Driver) nodeReadiness(ctx context.Context, p *plan, ep Endpoint) (Readi
 	}
 	if err := d.recordNode(ctx, p, s, id); err != nil {
 		return Readiness{}, err
+	}
+	if ep.RevisionID == p.rev.ID && ep.NodeID != id {
+		// The serving Gateway is this revision's and does not pin the node
+		// yet: preparation restarts it pinned (the Pod's own spec tells).
+		return Readiness{Reason: ReasonNodeNotPinned, Pod: ep.Pod}, nil
 	}
 	return Readiness{Ready: true, Reason: ReasonReady, Pod: ep.Pod}, nil
 }

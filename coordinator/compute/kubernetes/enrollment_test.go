@@ -144,6 +144,11 @@ func TestEnrollmentMintsOnceAndRecordsNode(t *testing.T) {
 	st.enroll("node-abc")
 	obs, err = d.ObserveRevision(ctx, rev)
 	require.NoError(t, err)
+	require.Equal(t, ReasonNodeNotPinned, obs.Reason)
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	rollGateway(t, cs, p, "gateway-1")
+	obs, err = d.ObserveRevision(ctx, rev)
+	require.NoError(t, err)
 	require.True(t, obs.Ready, obs.Reason)
 	s = enrollmentOf(t, cs, p)
 	require.Equal(t, "node-abc", s.Annotations[AnnotationWorkspaceNode])
@@ -162,6 +167,43 @@ func TestEnrollmentAlreadyConnectedNodeNeedsNoCode(t *testing.T) {
 	require.NoError(t, d.PrepareRevision(context.Background(), rev))
 	require.Zero(t, st.minted())
 	require.Equal(t, "node-persisted", enrollmentOf(t, cs, p).Annotations[AnnotationWorkspaceNode])
+}
+
+// TestEnrolledNodeIsPinnedInTheGateway: once the workspace node enrolled,
+// the revision's Gateway is rendered with OCE_WORKSPACE_NODE_ID (gatewayd
+// then renders the node command allow-list and file-transfer policy), and
+// the revision is ready only when the serving Gateway Pod carries it; the
+// Agent's node is recorded, so a later revision's Gateway starts pinned.
+func TestEnrolledNodeIsPinnedInTheGateway(t *testing.T) {
+	d, cs, st := newFakeStatus(t)
+	ctx := context.Background()
+	rev := dedicatedRev("r1")
+	p := dedicatedUpToEnrollment(t, d, cs, rev)
+	require.Empty(t, podEnv(gatewayOf(t, cs, p.gw).Spec.Template.Spec, contract.EnvWorkspaceNodeID), "no node before enrollment")
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	st.enroll("node-7")
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	require.Equal(t, "node-7", podEnv(gatewayOf(t, cs, p.gw).Spec.Template.Spec, contract.EnvWorkspaceNodeID))
+	obs, err := d.ObserveRevision(ctx, rev)
+	require.NoError(t, err)
+	require.False(t, obs.Ready, "the running Gateway Pod predates the pin")
+	rollGateway(t, cs, p, "gateway-1")
+	obs, err = d.ObserveRevision(ctx, rev)
+	require.NoError(t, err)
+	require.True(t, obs.Ready, obs.Reason)
+	require.NoError(t, d.ActivateRevision(ctx, rev))
+	require.Equal(t, "node-7", podEnv(gatewayOf(t, cs, p.gw).Spec.Template.Spec, contract.EnvWorkspaceNodeID), "activation keeps the pin")
+
+	// The next revision's Gateway is created pinned to the Agent's node.
+	// (The fake client runs no controllers: remove r1's Gateway by hand.)
+	require.NoError(t, cs.AppsV1().Deployments(p.gw).Delete(ctx, p.n.gateway, metav1.DeleteOptions{}))
+	rev2 := dedicatedRev("r2")
+	require.NoError(t, d.PrepareRevision(ctx, rev2))
+	p2, err := d.planFor(rev2)
+	require.NoError(t, err)
+	addPod(t, cs, p2.dp, "harness-r2", p2.harnessWantLabels(), true)
+	require.NoError(t, d.PrepareRevision(ctx, rev2))
+	require.Equal(t, "node-7", podEnv(gatewayOf(t, cs, p2.gw).Spec.Template.Spec, contract.EnvWorkspaceNodeID))
 }
 
 func TestEnrollmentStatusErrorsAreTransient(t *testing.T) {

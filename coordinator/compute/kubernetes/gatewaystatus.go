@@ -39,6 +39,7 @@ type Endpoint struct {
 	Pod         string // the single ready Gateway Pod
 	PodIP       string // its IP (status.podIP)
 	TokenSecret string // Secret in Namespace whose contract.SecretStatusToken is the status bearer
+	NodeID      string // the workspace node the serving Pod pins (contract.EnvWorkspaceNodeID), if any
 }
 
 // ServiceURL is the status server behind the Agent's Gateway Service.

@@ -240,7 +240,7 @@ func (d *Driver) prepareGateway(ctx context.Context, p *plan, keys []string) (bo
 		if exists {
 			return true, nil // staged: activation switches the shared Gateway (Recreate)
 		}
-		_, err := ensure(ctx, deps, d.gatewayDeployment(p, keys), p.own)
+		_, err := ensure(ctx, deps, d.gatewayDeployment(p, keys, ""), p.own)
 		return err == nil, err
 	}
 	// Dedicated: the candidate Gateway starts only once its Harness runs.
@@ -249,7 +249,11 @@ func (d *Driver) prepareGateway(ctx context.Context, p *plan, keys []string) (bo
 		return false, err
 	}
 	if !exists {
-		_, err := ensure(ctx, deps, d.gatewayDeployment(p, keys), p.own)
+		node, err := d.workspaceNode(ctx, p)
+		if err != nil {
+			return false, err
+		}
+		_, err = ensure(ctx, deps, d.gatewayDeployment(p, keys, node), p.own)
 		return err == nil, err
 	}
 	if deploymentHealthy(cur) {
@@ -282,7 +286,14 @@ func deploymentHealthy(dep *appsv1.Deployment) bool {
 // Recreate strategy stops the old Pod first), conditional on the
 // resourceVersion read.
 func (d *Driver) switchGateway(ctx context.Context, cur *appsv1.Deployment, p *plan, keys []string) error {
-	want := d.gatewayDeployment(p, keys)
+	node := ""
+	if p.topo == contract.DedicatedCodex {
+		var err error
+		if node, err = d.workspaceNode(ctx, p); err != nil {
+			return err
+		}
+	}
+	want := d.gatewayDeployment(p, keys, node)
 	next := cur.DeepCopy()
 	next.Labels = merge(cur.Labels, want.Labels)
 	next.Annotations = merge(cur.Annotations, want.Annotations)

@@ -215,7 +215,7 @@ func (p *plan) harnessHost() string { return fmt.Sprintf("%s.%s.svc", p.n.harnes
 // gatewayDeployment renders the Agent's stable Gateway Deployment running
 // this revision. Its selector carries no revision (activation switches the
 // template); its metadata names the revision it runs.
-func (d *Driver) gatewayDeployment(p *plan, modelKeys []string) *appsv1.Deployment {
+func (d *Driver) gatewayDeployment(p *plan, modelKeys []string, node string) *appsv1.Deployment {
 	embedded := p.topo == contract.Embedded
 	e := env(
 		contract.EnvNamespaceID, p.rev.NamespaceID, contract.EnvAgentID, p.rev.AgentID, contract.EnvRevisionID, p.rev.ID,
@@ -248,6 +248,11 @@ func (d *Driver) gatewayDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 			contract.EnvAppServerURL, contract.AppServerURL(p.harnessHost(), contract.AppServerPort),
 		)...)
 		sources = append(sources, projected(p.n.transport, contract.SecretAppServerToken, contract.SecretPluginStatusKey))
+		if node != "" {
+			// Pinned to the Agent's enrolled workspace node: gatewayd renders
+			// its command allow-list and file-transfer policy from it.
+			e = append(e, env(contract.EnvWorkspaceNodeID, node)...)
+		}
 	}
 	volumes := append(emptyDirs(),
 		corev1.Volume{Name: "gateway-state", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.n.gatewayState}}},
