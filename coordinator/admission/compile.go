@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"encoding/json"
 	"strings"
 )
 
@@ -127,4 +128,32 @@ func compileCustomEndpoint(tree map[string]any) error {
 		m["id"] = CompatibleProvider + "/" + id
 	}
 	return nil
+}
+
+// GatewayDocument returns the private gateway configuration of an admitted
+// document (a Revision's frozen Document): the document with the
+// custom-endpoint compile applied when it applies, else the document
+// itself. It is Admit's Output.Rendered recomputed from what the revision
+// stores — pure and deterministic — so a Compute driver renders the
+// Gateway's configuration from it, never from the uncompiled document. It
+// fails only on a document that is not a JSON object or a reference the
+// compile reserves.
+func GatewayDocument(admitted []byte) (json.RawMessage, error) {
+	tree, err := parseTree(admitted)
+	if err != nil {
+		return nil, err
+	}
+	d, err := decodeTree(tree)
+	if err != nil {
+		return nil, err
+	}
+	// A document whose Harness does not resolve was never admitted with the
+	// compile (nor at all): it is rendered as it is.
+	if res, err := resolveHarness(d); err != nil || !customEndpoint(d, res) {
+		return canonical(tree)
+	}
+	if err := compileCustomEndpoint(tree); err != nil {
+		return nil, err
+	}
+	return canonical(tree)
 }

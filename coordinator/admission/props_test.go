@@ -30,6 +30,15 @@ func TestExamplesAdmit(t *testing.T) {
 			require.Equal(t, ex.Topology.Harness(), out.Harness.ID)
 			require.Equal(t, ex.Topology.Mode(), out.Mode)
 			require.NotEmpty(t, out.Harness.Version)
+			// The revision freezes Document; GatewayDocument recomputes the
+			// private gateway configuration from it exactly.
+			gw, err := GatewayDocument(out.Document)
+			require.NoError(t, err)
+			require.JSONEq(t, string(out.Rendered), string(gw))
+			if ex.Name == "custom-endpoint" {
+				require.NotEqual(t, string(out.Document), string(gw), "the compile applies")
+				require.Contains(t, string(gw), "codex/openai-compatible/vendor/org/model")
+			}
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/harnessd"
@@ -89,4 +90,30 @@ func TestServiceAccountLoginRendersWorkspaceID(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGatewayConfigIsTheCompiledDocument: a dedicated Codex revision on a
+// custom endpoint gives its Gateway the admitted document with the
+// custom-endpoint compile applied (codex/openai-compatible/…), and its
+// Harness the native document as admitted.
+func TestGatewayConfigIsTheCompiledDocument(t *testing.T) {
+	d, cs := newFake(t)
+	ctx := context.Background()
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: "ns1"}))
+	rev := dedicatedRev("r1")
+	out, err := admission.Admit(admission.Input{
+		Agent:         state.Agent{ID: "a1", NamespaceID: "ns1", ConfigurationID: "c1", ExecutionMode: state.ModeDedicated, HarnessAuth: rev.HarnessAuth},
+		Configuration: state.Configuration{ID: "c1", NamespaceID: "ns1", Document: []byte(admission.ExampleCustomEndpoint)},
+	})
+	require.NoError(t, err)
+	rev.Document = out.Document
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	n := namesFor("a1", "r1")
+	gw, err := cs.CoreV1().ConfigMaps(GatewayNamespace("ns1")).Get(ctx, n.gatewayConfig, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.JSONEq(t, string(out.Rendered), gw.Data[configKeyGateway])
+	require.Contains(t, gw.Data[configKeyGateway], "codex/openai-compatible/vendor/org/model")
+	h, err := cs.CoreV1().ConfigMaps(DataPlaneNamespace("ns1")).Get(ctx, n.harnessConfig, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.JSONEq(t, string(out.Document), h.Data[configKeyNative])
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
@@ -154,8 +155,14 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 		}
 	}
 
-	// Revision-owned configuration, model credential and policies.
-	if _, err := ensure(ctx, core.ConfigMaps(p.gw), configMap(p.n.gatewayConfig, p.gw, ro, configKeyGateway, rev.Document), ro); err != nil {
+	// Revision-owned configuration, model credential and policies. The
+	// Gateway gets the admitted document compiled for a custom endpoint;
+	// the Harness its native document as admitted.
+	gwDoc, err := admission.GatewayDocument(rev.Document)
+	if err != nil {
+		return compute.Permanent(codes.InvalidTarget, fmt.Errorf("%w: gateway configuration: %w", ErrInvalidTarget, err))
+	}
+	if _, err := ensure(ctx, core.ConfigMaps(p.gw), configMap(p.n.gatewayConfig, p.gw, ro, configKeyGateway, gwDoc), ro); err != nil {
 		return err
 	}
 	if len(keys) > 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
@@ -366,4 +367,21 @@ func TestRefusesHostNetworkUnlessAllowed(t *testing.T) {
 	d, err = New(cfg)
 	require.NoError(t, err)
 	d.Close()
+}
+
+// TestGatewayRunsTheCompiledDocument: the gateway's configuration file is
+// the admitted document with the custom-endpoint compile applied.
+func TestGatewayRunsTheCompiledDocument(t *testing.T) {
+	f := newFixture(t)
+	rev := dedicatedRev("rev1", "good")
+	rev.Document = []byte(admission.ExampleCustomEndpoint)
+	require.NoError(t, f.d.PrepareRevision(t.Context(), rev))
+	b, err := os.ReadFile(filepath.Join(f.d.RevisionDir(rev), "gateway", "config", "openclaw.json"))
+	require.NoError(t, err)
+	want, err := admission.GatewayDocument(rev.Document)
+	require.NoError(t, err)
+	require.JSONEq(t, string(want), string(b))
+	require.Contains(t, string(b), "codex/openai-compatible/vendor/org/model")
+	_, err = f.d.StopRevision(t.Context(), rev)
+	require.NoError(t, err)
 }

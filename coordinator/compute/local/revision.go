@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/atomicfile"
@@ -249,6 +250,11 @@ func (d *Driver) materialize(ctx context.Context, rev state.Revision, r *revRunt
 	doc := rev.Document
 	if len(doc) == 0 {
 		doc = json.RawMessage("{}")
+	}
+	// The gateway runs the admitted document compiled for a custom endpoint.
+	doc, err = admission.GatewayDocument(doc)
+	if err != nil {
+		return compute.Permanent(codes.InvalidTarget, fmt.Errorf("local: gateway configuration: %w", err))
 	}
 	if err := atomicfile.Write(filepath.Join(gw, "config", "openclaw.json"), doc, 0o600); err != nil {
 		return compute.Transient(codes.TransientDependency, err)
