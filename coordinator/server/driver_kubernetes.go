@@ -24,6 +24,8 @@ const (
 	envHarnessImage        = "OCE_HARNESS_IMAGE"
 	envStorageClass        = "OCE_STORAGE_CLASS"
 	envCredentialNamespace = "OCE_CREDENTIAL_NAMESPACE"
+	envNodeSelector        = "OCE_NODE_SELECTOR"         // data-plane Pods: key=value,…
+	envGatewayNodeSelector = "OCE_GATEWAY_NODE_SELECTOR" // dedicated Gateways: the trusted pool
 	serviceAccountNSFile   = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
 
@@ -50,8 +52,28 @@ func newKubernetesDriver(Config) (compute.Driver, error) {
 			ns = strings.TrimSpace(string(b))
 		}
 	}
-	return kubernetes.New(kubernetes.Config{GatewayImage: os.Getenv(envGatewayImage), HarnessImage: os.Getenv(envHarnessImage),
-		StorageClass: os.Getenv(envStorageClass), Credentials: secretCredentials{client: client, namespace: ns}}, client)
+	cfg, err := kubernetesConfigFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Credentials = secretCredentials{client: client, namespace: ns}
+	return kubernetes.New(cfg, client)
+}
+
+// kubernetesConfigFromEnv reads the driver's settings: images, storage
+// class and the node selectors (data plane, and the trusted pool of
+// dedicated Gateways, seed 000 step 2).
+func kubernetesConfigFromEnv(getenv func(string) string) (kubernetes.Config, error) {
+	cfg := kubernetes.Config{GatewayImage: getenv(envGatewayImage), HarnessImage: getenv(envHarnessImage),
+		StorageClass: getenv(envStorageClass)}
+	var err error
+	if cfg.NodeSelector, err = kubernetes.ParseNodeSelector(getenv(envNodeSelector)); err != nil {
+		return cfg, fmt.Errorf("server: %s: %w", envNodeSelector, err)
+	}
+	if cfg.GatewayNodeSelector, err = kubernetes.ParseNodeSelector(getenv(envGatewayNodeSelector)); err != nil {
+		return cfg, fmt.Errorf("server: %s: %w", envGatewayNodeSelector, err)
+	}
+	return cfg, nil
 }
 
 // secretCredentials resolves a harnessAuth source reference of the form

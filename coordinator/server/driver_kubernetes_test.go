@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/contract"
 )
@@ -51,4 +52,22 @@ func TestSecretCredentials(t *testing.T) {
 	none, err := c.Resolve(ctx, state.Revision{})
 	require.NoError(t, err)
 	require.Nil(t, none)
+}
+
+// TestKubernetesConfigFromEnv: the node selectors (data plane, trusted
+// Gateway pool) are set from the coordinator's environment; a bad one
+// fails the start with a clear error.
+func TestKubernetesConfigFromEnv(t *testing.T) {
+	env := map[string]string{envGatewayImage: "g:1", envHarnessImage: "h:1", envStorageClass: "fast",
+		envNodeSelector: "oce.dev/pool=tenants", envGatewayNodeSelector: "oce.dev/pool=trusted,kubernetes.io/os=linux"}
+	cfg, err := kubernetesConfigFromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, "g:1", cfg.GatewayImage)
+	require.Equal(t, "fast", cfg.StorageClass)
+	require.Equal(t, map[string]string{"oce.dev/pool": "tenants"}, cfg.NodeSelector)
+	require.Equal(t, map[string]string{"oce.dev/pool": "trusted", "kubernetes.io/os": "linux"}, cfg.GatewayNodeSelector)
+	env[envGatewayNodeSelector] = "trusted"
+	_, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
+	require.ErrorIs(t, err, kubernetes.ErrBadNodeSelector)
+	require.ErrorContains(t, err, envGatewayNodeSelector)
 }

@@ -117,3 +117,32 @@ func TestGatewayConfigIsTheCompiledDocument(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, string(out.Document), h.Data[configKeyNative])
 }
+
+// TestNodeSelectorsPlacePods: dedicated Gateways go to the trusted pool
+// (GatewayNodeSelector), Harnesses and embedded Gateways to the data plane.
+func TestNodeSelectorsPlacePods(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	dataPlane, trusted := map[string]string{"oce.dev/pool": "tenants"}, map[string]string{"oce.dev/pool": "trusted"}
+	d, err := New(Config{GatewayImage: "g", HarnessImage: "h", GatewayStatus: &fakeStatus{},
+		NodeSelector: dataPlane, GatewayNodeSelector: trusted}, cs)
+	require.NoError(t, err)
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: "ns1"}))
+	rev := dedicatedRev("r1")
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	p, err := d.planFor(rev)
+	require.NoError(t, err)
+	h, err := cs.AppsV1().Deployments(p.dp).Get(ctx, p.n.harness, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, dataPlane, h.Spec.Template.Spec.NodeSelector)
+	addPod(t, cs, p.dp, "harness-0", p.harnessWantLabels(), true)
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	require.Equal(t, trusted, gatewayOf(t, cs, p.gw).Spec.Template.Spec.NodeSelector)
+
+	emb := embeddedRev("e1")
+	emb.AgentID = "a2"
+	require.NoError(t, d.PrepareRevision(ctx, emb))
+	dep, err := cs.AppsV1().Deployments(DataPlaneNamespace("ns1")).Get(ctx, namesFor("a2", "").gateway, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, dataPlane, dep.Spec.Template.Spec.NodeSelector)
+}
