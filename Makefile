@@ -16,8 +16,9 @@ build: ## build every binary into bin/
 runtimes: ## install the pinned Node, OpenClaw, Codex and tini into the shared cache
 	@bash scripts/runtimes.sh >/dev/null
 
-k8s-testenv: ## build the pinned kube-apiserver/etcd/kwok test control plane into the shared cache
+k8s-testenv: ## build the pinned test control plane, kubelet, kube-proxy and containerd into the shared cache (apt: runc, CNI plugins, iptables)
 	@bash scripts/k8s-testenv/build.sh >/dev/null
+	@bash scripts/k8s-testenv/node.sh >/dev/null
 
 test: runtimes k8s-testenv ## run every test (real runtimes in loopback-only namespaces, a real kube-apiserver)
 	$(GO) vet ./...

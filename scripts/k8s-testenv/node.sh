@@ -4,17 +4,18 @@
 #   - Debian packages: runc, containernetworking-plugins (bridge, host-local,
 #     loopback), iptables and conntrack for kube-proxy — installed with apt
 #     when missing (CI is a fresh Debian, as root);
-#   - containerd, ctr and containerd-shim-runc-v2 v2.4.2 from the Go module
-#     proxy (CGO off; the shim with tag no_grpc), cached in
-#     ${XDG_CACHE_HOME:-$HOME/.cache}/oce/containerd/<stamp>/, keyed by the
-#     containerd version and the Go version. When the stamp matches it does
-#     nothing.
-# Prints the containerd bin directory on stdout (last line); progress goes to
-# stderr. A cold containerd build takes ~1 min on 2 cores.
+#   - containerd, ctr and containerd-shim-runc-v2 v2.4.2 (CGO off; the shim
+#     with tag no_grpc) and CoreDNS v1.15.0 (Services by name) from the Go
+#     module proxy, cached in ${XDG_CACHE_HOME:-$HOME/.cache}/oce/k8s-node-bin/<stamp>/,
+#     keyed by their versions and the Go version. When the stamp matches it
+#     does nothing.
+# Prints the bin directory on stdout (last line); progress goes to stderr. A
+# cold build takes ~1 min (containerd) + ~1.5 min (CoreDNS) on 2 cores.
 set -euo pipefail
 
 CONTAINERD_VERSION=v2.4.2
 CONTAINERD_MODULE=github.com/containerd/containerd/v2
+COREDNS_VERSION=v1.15.0
 
 GO="${GO:-go}"
 gover="$("$GO" env GOVERSION)"
@@ -41,10 +42,10 @@ if ((${#need[@]})); then
 	fi
 fi
 
-stamp="$(printf '%s\n%s\n' "$CONTAINERD_VERSION" "$gover" | sha256sum | cut -c1-16)"
-root="${XDG_CACHE_HOME:-$HOME/.cache}/oce/containerd"
-dest="$root/$CONTAINERD_VERSION-$stamp"
-bins=(containerd ctr containerd-shim-runc-v2)
+stamp="$(printf '%s\n%s\n%s\n' "$CONTAINERD_VERSION" "$COREDNS_VERSION" "$gover" | sha256sum | cut -c1-16)"
+root="${XDG_CACHE_HOME:-$HOME/.cache}/oce/k8s-node-bin"
+dest="$root/$stamp"
+bins=(containerd ctr containerd-shim-runc-v2 coredns)
 
 complete() {
 	[[ -f "$dest/STAMP" ]] || return 1
@@ -61,7 +62,7 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin"
 
 ld="-s -w -X $CONTAINERD_MODULE/version.Version=$CONTAINERD_VERSION -X $CONTAINERD_MODULE/version.Revision=oce"
-echo "k8s-testenv/node: building containerd $CONTAINERD_VERSION with $gover into $dest (cold: ~1 min)" >&2
+echo "k8s-testenv/node: building containerd $CONTAINERD_VERSION and CoreDNS $COREDNS_VERSION with $gover into $dest (cold: ~2.5 min)" >&2
 start=$SECONDS
 export CGO_ENABLED=0 GOBIN="$tmp/bin" GOFLAGS=-mod=mod
 "$GO" install -trimpath -ldflags "$ld" \
@@ -69,11 +70,13 @@ export CGO_ENABLED=0 GOBIN="$tmp/bin" GOFLAGS=-mod=mod
 	"$CONTAINERD_MODULE/cmd/ctr@$CONTAINERD_VERSION"
 # The shim needs no gRPC (ttrpc only); the tag keeps it small.
 "$GO" install -trimpath -tags no_grpc -ldflags "$ld" "$CONTAINERD_MODULE/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION"
+echo "k8s-testenv/node: containerd built in $((SECONDS - start)) s; building CoreDNS $COREDNS_VERSION" >&2
+"$GO" install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
 
 for b in "${bins[@]}"; do [[ -x "$tmp/bin/$b" ]] || { echo "k8s-testenv/node: $b was not built" >&2; exit 1; }; done
-printf '%s\n%s\n' "$CONTAINERD_VERSION" "$gover" >"$tmp/STAMP"
+printf '%s\n%s\n%s\n' "$CONTAINERD_VERSION" "$COREDNS_VERSION" "$gover" >"$tmp/STAMP"
 rm -rf "$dest"
 mv "$tmp" "$dest"
 trap - EXIT
-echo "k8s-testenv/node: built containerd in $((SECONDS - start)) s" >&2
+echo "k8s-testenv/node: built in $((SECONDS - start)) s" >&2
 echo "$dest/bin"

@@ -51,7 +51,10 @@ const (
 	// harness provisions a local PersistentVolume for each claim once the
 	// scheduler has picked the node (WaitForFirstConsumer).
 	LocalStorageClass = "oce-local"
-	runcBinary        = "/usr/sbin/runc"
+	// ClusterDomain is the DNS domain CoreDNS serves (Pods resolve
+	// <service>.<namespace>.svc through it, on the node address).
+	ClusterDomain = "cluster.local"
+	runcBinary    = "/usr/sbin/runc"
 	cniBinDir         = "/usr/lib/cni"
 )
 
@@ -66,7 +69,7 @@ const (
 type Cluster struct {
 	*Env
 
-	// NodeBinDir holds containerd, ctr and the runc shim.
+	// NodeBinDir holds containerd, ctr, the runc shim and coredns.
 	NodeBinDir string
 	// PodbinPath is the static podbin binary built for this run.
 	PodbinPath string
@@ -102,8 +105,8 @@ func ClusterMain(m *testing.M, c **Cluster) int {
 }
 
 // NodeBinaries runs scripts/k8s-testenv/node.sh (apt packages when
-// missing; containerd built once into the shared cache) and returns the
-// containerd bin directory.
+// missing; containerd and CoreDNS built once into the shared cache) and
+// returns their bin directory.
 func NodeBinaries(ctx context.Context) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -119,7 +122,7 @@ func NodeBinaries(ctx context.Context) (string, error) {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	bin := strings.TrimSpace(lines[len(lines)-1])
-	for _, b := range []string{"containerd", "ctr", "containerd-shim-runc-v2"} {
+	for _, b := range []string{"containerd", "ctr", "containerd-shim-runc-v2", "coredns"} {
 		if st, err := os.Stat(filepath.Join(bin, b)); err != nil || st.Mode()&0o111 == 0 {
 			return "", fmt.Errorf("k8stest: %s missing in %q after node.sh", b, bin)
 		}
@@ -274,6 +277,9 @@ func StartCluster(ctx context.Context) (_ *Cluster, err error) {
 	if err := c.startKubeProxy(ctx, p); err != nil {
 		return nil, err
 	}
+	if err := c.startCoreDNS(ctx); err != nil {
+		return nil, err
+	}
 	if err := c.startProvisioner(ctx); err != nil {
 		return nil, err
 	}
@@ -292,9 +298,34 @@ func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
 
 // DialContext opens a connection from inside the node's network namespace
 // (Pod and Service addresses, the API server); use it as an HTTP
-// transport's DialContext to reach Pods from the test process.
+// transport's DialContext to reach Pods from the test process. A host name
+// is resolved by the cluster's CoreDNS (a name ending in ".svc" gets the
+// cluster domain), so Service URLs such as http://web.ns.svc:80 work.
 func (c *Cluster) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if net.ParseIP(host) == nil {
+		ips, err := c.LookupHost(ctx, host)
+		if err != nil {
+			return nil, err
+		}
+		addr = net.JoinHostPort(ips[0], port)
+	}
 	return c.ns.dial(ctx, network, addr)
+}
+
+// LookupHost resolves a cluster name (Services, Pods) through the
+// cluster's CoreDNS; "x.ns.svc" gets the cluster domain.
+func (c *Cluster) LookupHost(ctx context.Context, host string) ([]string, error) {
+	if strings.HasSuffix(host, ".svc") {
+		host += "." + ClusterDomain
+	}
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return c.ns.dial(ctx, network, net.JoinHostPort(NodeIP, "53"))
+	}}
+	return r.LookupHost(ctx, host+".")
 }
 
 // Command returns an unstarted command that runs name inside the node's

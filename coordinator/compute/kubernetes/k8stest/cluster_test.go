@@ -169,10 +169,22 @@ func TestClusterRunsRealPods(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	}, time.Minute, 100*time.Millisecond)
 	require.Equal(t, "podbin web\n", body)
+	// By name too: from a Pod (its resolv.conf names the cluster's CoreDNS;
+	// Pod → Service → the same Pod, through the bridge's hairpin) and from
+	// the test process.
+	out, err = c.Exec(ctx, ns, "web", "side", "/podbin", "resolve", "web.podtest.svc.cluster.local")
+	require.NoError(t, err)
+	require.Equal(t, svc.Spec.ClusterIP, strings.TrimSpace(out))
+	_, err = c.Exec(ctx, ns, "web", "side", "/podbin", "probe", "http://web.podtest.svc/healthz")
+	require.NoError(t, err, "a Pod reaches a Service by name")
+	resp, err := hc.Get("http://web.podtest.svc/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 
 	pids := c.NodePIDs()
 	require.NotEmpty(t, pids["cgroup"], "shims and containers live in the node's cgroup root")
-	for _, n := range []string{"etcd", "kube-apiserver", "containerd", "kubelet", "kube-proxy"} {
+	for _, n := range []string{"etcd", "kube-apiserver", "containerd", "kubelet", "kube-proxy", "coredns"} {
 		require.Len(t, pids[n], 1, n)
 	}
 

@@ -150,7 +150,8 @@ containerRuntimeEndpoint: %q
 podLogsDir: %q
 volumePluginDir: %q
 resolvConf: %q
-clusterDomain: cluster.local
+clusterDomain: %s
+clusterDNS: [%q]
 registerNode: true
 rotateCertificates: false
 serverTLSBootstrap: false
@@ -160,7 +161,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {"memory.available": "100Mi", "nodefs.available": "1%%", "imagefs.available": "1%%"}
 `, NodeIP, srvCert, srvKey, p.CACert, c.cgroupRoot, "unix://"+c.sock, filepath.Join(c.Dir, "pod-logs"),
-		filepath.Join(c.Dir, "kubelet-plugins"), resolv)
+		filepath.Join(c.Dir, "kubelet-plugins"), resolv, ClusterDomain, NodeIP)
 	cfgPath := filepath.Join(c.Dir, "kubelet.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return err
@@ -224,5 +225,34 @@ iptables: {masqueradeAll: true, syncPeriod: 30s, minSyncPeriod: 0s}
 		}
 		conn.Close()
 		return true, nil
+	})
+}
+
+// startCoreDNS serves the cluster domain from the API server on the node
+// address (port 53), which every Pod reaches through the bridge; there is
+// no upstream: names outside the cluster do not resolve.
+func (c *Cluster) startCoreDNS(ctx context.Context) error {
+	corefile := fmt.Sprintf(`.:53 {
+    bind %s
+    errors
+    kubernetes %s in-addr.arpa ip6.arpa {
+        kubeconfig %s k8stest
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 5
+    }
+    cache 5
+}
+`, NodeIP, ClusterDomain, c.kubeconfig)
+	path := filepath.Join(c.Dir, "Corefile")
+	if err := os.WriteFile(path, []byte(corefile), 0o600); err != nil {
+		return err
+	}
+	if err := c.startBin("coredns", filepath.Join(c.NodeBinDir, "coredns"), "-conf", path); err != nil {
+		return err
+	}
+	return c.waitFor(ctx, "CoreDNS answering", func(ctx context.Context) (bool, error) {
+		ips, err := c.LookupHost(ctx, "kubernetes.default.svc")
+		return err == nil && len(ips) > 0, nil
 	})
 }

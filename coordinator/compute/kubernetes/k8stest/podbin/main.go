@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -34,12 +35,14 @@ func main() {
 		os.Exit(probe(os.Args[2:]))
 	case "held":
 		os.Exit(held())
+	case "resolve":
+		os.Exit(resolve(os.Args[2:]))
 	case "write":
 		os.Exit(write(os.Args[2:]))
 	case "ready":
 		os.Exit(status.RunReadyProbe(context.Background(), statusAddr(), os.Stdout))
 	default:
-		fmt.Fprintln(os.Stderr, "usage: podbin pause|serve|probe URL|held|ready|write PATH TEXT")
+		fmt.Fprintln(os.Stderr, "usage: podbin pause|serve|probe URL|held|ready|write PATH TEXT|resolve NAME")
 		os.Exit(2)
 	}
 }
@@ -155,5 +158,20 @@ func write(args []string) int {
 		return 1
 	}
 	fmt.Printf("wrote %s as uid %d gid %d\n", args[0], os.Getuid(), os.Getgid())
+	return 0
+}
+
+// resolve prints the addresses of NAME (the Pod's resolv.conf: the
+// cluster's DNS).
+func resolve(args []string) int {
+	if len(args) != 1 {
+		return 2
+	}
+	addrs, err := net.LookupHost(args[0])
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println(strings.Join(addrs, " "))
 	return 0
 }
