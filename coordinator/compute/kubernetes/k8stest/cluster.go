@@ -55,7 +55,7 @@ const (
 	// <service>.<namespace>.svc through it, on the node address).
 	ClusterDomain = "cluster.local"
 	runcBinary    = "/usr/sbin/runc"
-	cniBinDir         = "/usr/lib/cni"
+	cniBinDir     = "/usr/lib/cni"
 )
 
 // Cluster is the test control plane plus one real node: containerd, runc,

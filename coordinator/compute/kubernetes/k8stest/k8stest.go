@@ -1,9 +1,28 @@
-// Package k8stest starts a real Kubernetes control plane for tests: etcd,
-// kube-apiserver, kube-controller-manager, kube-scheduler and kwok (a fake
-// kubelet) built by scripts/k8s-testenv/build.sh, on free 127.0.0.1 ports
-// with Go-generated PKI, plus one fake Node and kwok's StorageClass. It
-// records the PID of every process it starts and stops exactly those. Start
-// it once per test binary from TestMain (Main) and share it.
+// Package k8stest starts real Kubernetes for tests, built from the Go
+// module proxy by scripts/k8s-testenv (no registry, nothing pulled).
+//
+// Env (Start, Main) is the control plane — etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler — on free 127.0.0.1 ports with
+// Go-generated PKI, plus kwok (a fake kubelet), one fake Node and kwok's
+// StorageClass: Pods become Ready without running. It is the fast path for
+// render/observe/ordering tables.
+//
+// Cluster (StartCluster, ClusterMain) is the same control plane plus one
+// real node — containerd (v2.4.2, from the proxy), Debian's runc and CNI
+// bridge, kubelet and kube-proxy (iptables) v1.37.2, CoreDNS — all inside
+// a network and a mount namespace the harness creates (no link to the host,
+// no default route). Pods run for real from images imported from OCI
+// archives (ImportImage; imagePullPolicy Never); claims of the default
+// class get local volumes. The test process reaches the API through
+// Config/Client (their Dial enters the node's namespace), Pods and Services
+// through DialContext and LookupHost, and runs programs inside with
+// Command, Kubectl and Exec; Logs and FollowLogs read containers. The
+// kubelet's host sysctls are recorded and restored, and Stop leaves no
+// process, mount, cgroup or directory behind, even after a failed test.
+// One real node runs per machine at a time (a lock in the shared cache).
+//
+// Both record the PID of every process they start and stop exactly those.
+// Start one per test binary from TestMain and share it.
 package k8stest
 
 import (
