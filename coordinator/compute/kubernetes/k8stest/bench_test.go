@@ -46,6 +46,9 @@ func BenchmarkClusterPod(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Since(startAt)
+		for _, tm := range c.Timings {
+			b.Logf("start phase %-30s %v", tm.Phase, tm.Duration.Round(time.Millisecond))
+		}
 		hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: c.DialContext, DisableKeepAlives: true}}
 		healthy := func(url string) bool {
 			resp, err := hc.Get(url)

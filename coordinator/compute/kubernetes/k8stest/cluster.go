@@ -1,6 +1,7 @@
 package k8stest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -74,6 +75,9 @@ type Cluster struct {
 	// PodbinPath is the static podbin binary built for this run.
 	PodbinPath string
 
+	// Timings records how long each start phase took, in order.
+	Timings []Timing
+
 	kubeconfig string
 	cgroupRoot string
 	sysctls    map[string]string
@@ -82,6 +86,19 @@ type Cluster struct {
 	sock       string // containerd's socket
 	provision  context.CancelFunc
 	provDone   chan struct{}
+}
+
+// Timing is one phase of StartCluster.
+type Timing struct {
+	Phase    string
+	Duration time.Duration
+}
+
+// mark records the phase that ends now.
+func (c *Cluster) mark(phase string, since *time.Time) {
+	now := time.Now()
+	c.Timings = append(c.Timings, Timing{phase, now.Sub(*since)})
+	*since = now
 }
 
 // ClusterMain starts a Cluster, stores it in *c, runs the tests and tears
@@ -108,24 +125,12 @@ func ClusterMain(m *testing.M, c **Cluster) int {
 // missing; containerd and CoreDNS built once into the shared cache) and
 // returns their bin directory.
 func NodeBinaries(ctx context.Context) (string, error) {
-	root, err := RepoRoot()
+	bin, stderr, err := runScript(ctx, "node.sh")
 	if err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(ctx, BuildTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "k8s-testenv", "node.sh"))
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("k8stest: node.sh failed: %w\n%s", err, tail(stderr.String(), 4000))
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	bin := strings.TrimSpace(lines[len(lines)-1])
-	for _, b := range []string{"containerd", "ctr", "containerd-shim-runc-v2", "coredns"} {
-		if st, err := os.Stat(filepath.Join(bin, b)); err != nil || st.Mode()&0o111 == 0 {
-			return "", fmt.Errorf("k8stest: %s missing in %q after node.sh", b, bin)
-		}
+	if err := requireExecutables(bin, "node.sh", stderr, "containerd", "ctr", "containerd-shim-runc-v2", "coredns"); err != nil {
+		return "", err
 	}
 	for _, p := range []string{runcBinary, filepath.Join(cniBinDir, "bridge"), filepath.Join(cniBinDir, "host-local"), filepath.Join(cniBinDir, "loopback")} {
 		if _, err := os.Stat(p); err != nil {
@@ -172,6 +177,7 @@ func (c *Cluster) PodbinArchive(name string, cmd ...string) (string, error) {
 // containerd, the kubelet and kube-proxy, imports the pause and podbin
 // images and waits for the Node to be Ready.
 func StartCluster(ctx context.Context) (_ *Cluster, err error) {
+	at := time.Now()
 	bin, err := Binaries(ctx)
 	if err != nil {
 		return nil, err
@@ -195,6 +201,7 @@ func StartCluster(ctx context.Context) (_ *Cluster, err error) {
 	}
 	c := &Cluster{Env: &Env{Dir: dir, BinDir: bin}, NodeBinDir: nodeBin, lock: lock,
 		cgroupRoot: "/" + filepath.Base(dir), sysctls: ReadSysctls(HostSysctls)}
+	c.mark("binaries and node lock", &at)
 	defer func() {
 		if err != nil {
 			if serr := c.Stop(); serr != nil {
@@ -206,6 +213,7 @@ func StartCluster(ctx context.Context) (_ *Cluster, err error) {
 	if err := buildPodbin(ctx, c.PodbinPath); err != nil {
 		return nil, err
 	}
+	c.mark("podbin build", &at)
 	// Hard-coded runtime paths get a tmpfs inside the private mount
 	// namespace; a directory the host lacked is created for the mount point
 	// and removed at teardown.
@@ -255,6 +263,7 @@ func StartCluster(ctx context.Context) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	c.mark("namespaces and control plane", &at)
 	if err := c.startContainerd(ctx); err != nil {
 		return nil, err
 	}
@@ -271,9 +280,11 @@ func StartCluster(ctx context.Context) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
+	c.mark("containerd and image import", &at)
 	if err := c.startKubelet(ctx, p); err != nil {
 		return nil, err
 	}
+	c.mark("kubelet to Node Ready", &at)
 	if err := c.startKubeProxy(ctx, p); err != nil {
 		return nil, err
 	}
@@ -289,6 +300,7 @@ func StartCluster(ctx context.Context) (_ *Cluster, err error) {
 	}); err != nil {
 		return nil, err
 	}
+	c.mark("kube-proxy, CoreDNS, storage", &at)
 	return c, nil
 }
 
@@ -368,6 +380,27 @@ func (c *Cluster) Logs(ctx context.Context, namespace, pod, container string, pr
 // FollowLogs streams a container's log until it exits or ctx ends.
 func (c *Cluster) FollowLogs(ctx context.Context, namespace, pod, container string) (io.ReadCloser, error) {
 	return c.Client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(ctx)
+}
+
+// LogLines follows a container's log from now on; wait blocks until the
+// container exits (or ctx ends) and returns every line, so a test can stop
+// a Pod and then read what the program logged on its way out (SIGTERM).
+func (c *Cluster) LogLines(ctx context.Context, namespace, pod, container string) (wait func() []string, err error) {
+	rc, err := c.FollowLogs(ctx, namespace, pod, container)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan []string, 1)
+	go func() {
+		defer rc.Close()
+		var lines []string
+		sc := bufio.NewScanner(rc)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		done <- lines
+	}()
+	return func() []string { return <-done }, nil
 }
 
 var importedRe = regexp.MustCompile(`(?m)^unpacking (\S+) \(sha256:[0-9a-f]+\)`)

@@ -1,7 +1,6 @@
 package k8stest
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -190,23 +189,11 @@ func TestClusterRunsRealPods(t *testing.T) {
 
 	// Deleting the Pod delivers SIGTERM to the program (PID 1 of its
 	// container), which logs it and exits.
-	stream, err := c.FollowLogs(ctx, ns, "web", "web")
+	logLines, err := c.LogLines(ctx, ns, "web", "web")
 	require.NoError(t, err)
-	lines := make(chan string, 64)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stream)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
 	deleted := time.Now()
 	require.NoError(t, cs.CoreV1().Pods(ns).Delete(ctx, "web", metav1.DeleteOptions{}))
-	var got []string
-	for l := range lines {
-		got = append(got, l)
-	}
-	stream.Close()
+	got := logLines()
 	require.Contains(t, got, "podbin: SIGTERM received", "log: %v", got)
 	require.Contains(t, got, "podbin: stopped")
 	require.Eventually(t, func() bool {

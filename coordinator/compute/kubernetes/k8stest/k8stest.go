@@ -114,27 +114,45 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// Binaries runs build.sh (a no-op when the cached build matches) and
-// returns the bin directory, failing when any binary is missing.
-func Binaries(ctx context.Context) (string, error) {
+// runScript runs scripts/k8s-testenv/<name> (bounded by BuildTimeout) and
+// returns the bin directory it prints last and its stderr.
+func runScript(ctx context.Context, name string) (bin, stderr string, err error) {
 	root, err := RepoRoot()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	ctx, cancel := context.WithTimeout(ctx, BuildTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "k8s-testenv", "build.sh"))
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "k8s-testenv", name))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("k8stest: build.sh failed: %w\n%s", err, tail(stderr.String(), 4000))
+		return "", errb.String(), fmt.Errorf("k8stest: %s failed: %w\n%s", name, err, tail(errb.String(), 4000))
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	bin := strings.TrimSpace(lines[len(lines)-1])
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
+	return strings.TrimSpace(lines[len(lines)-1]), errb.String(), nil
+}
+
+// requireExecutables fails unless every named program is in bin.
+func requireExecutables(bin, script, stderr string, names ...string) error {
+	for _, b := range names {
 		if st, err := os.Stat(filepath.Join(bin, b)); err != nil || st.Mode()&0o111 == 0 {
-			return "", fmt.Errorf("k8stest: %s missing in %q after build.sh (stderr: %s)", b, bin, tail(stderr.String(), 2000))
+			return fmt.Errorf("k8stest: %s missing in %q after %s (stderr: %s)", b, bin, script, tail(stderr, 2000))
 		}
+	}
+	return nil
+}
+
+// Binaries runs build.sh (a no-op when the cached build matches) and
+// returns the bin directory, failing when any binary is missing.
+func Binaries(ctx context.Context) (string, error) {
+	bin, stderr, err := runScript(ctx, "build.sh")
+	if err != nil {
+		return "", err
+	}
+	if err := requireExecutables(bin, "build.sh", stderr, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+		"kwok", "kubelet", "kube-proxy", "kubectl"); err != nil {
+		return "", err
 	}
 	for _, f := range []string{"stages.yaml", "storage-class.yaml"} {
 		if _, err := os.Stat(filepath.Join(filepath.Dir(bin), "kwok", f)); err != nil {

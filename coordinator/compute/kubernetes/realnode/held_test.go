@@ -1,7 +1,6 @@
 package realnode
 
 import (
-	"bufio"
 	"context"
 	"strings"
 	"testing"
@@ -78,24 +77,12 @@ func TestHeldFailureVisibleAndNeverRestarted(t *testing.T) {
 
 	// Stopping the revision delivers SIGTERM to the supervisor (PID 1 under
 	// the rendered Pod), which exits; the Pod is gone when StopRevision returns.
-	stream, err := cluster.FollowLogs(ctx, ns, cur.Name, "gateway")
+	logLines, err := cluster.LogLines(ctx, ns, cur.Name, "gateway")
 	require.NoError(t, err)
-	lines := make(chan string, 16)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stream)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
 	res, err := d.StopRevision(ctx, rev)
 	require.NoError(t, err)
 	require.True(t, res.Stopped)
-	var got []string
-	for l := range lines {
-		got = append(got, l)
-	}
-	stream.Close()
+	got := logLines()
 	require.Contains(t, got, "podbin: SIGTERM received")
 	require.Nil(t, onePod(t, ns, selector))
 }
