@@ -13,6 +13,7 @@ import (
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
 // TestHeldFailureVisibleAndNeverRestarted runs an embedded revision's
@@ -71,6 +72,14 @@ func TestHeldFailureVisibleAndNeverRestarted(t *testing.T) {
 	require.NotNil(t, cs.Started)
 	require.True(t, *cs.Started, "the startup probe passed for the held supervisor")
 	require.False(t, cs.Ready)
+	// The Secret files as kubelet delivers them under the rendered
+	// fsGroup: root-owned, group-readable (defaultMode 0400 + fsGroup →
+	// 0440, gid 1000), behind the volume's symlinked ..data layout. The
+	// supervisors must accept exactly this (and still refuse
+	// world-readable files).
+	out, err := cluster.Exec(ctx, ns, cur.Name, "gateway", "/podbin", "stat", "/var/run/oce/secrets/"+contract.SecretGatewayPassword)
+	require.NoError(t, err)
+	require.Equal(t, "mode=0440 uid=0 gid=1000 symlink=true", strings.TrimSpace(out))
 	logs, err := cluster.Logs(ctx, ns, cur.Name, "gateway", false)
 	require.NoError(t, err)
 	require.Equal(t, 1, strings.Count(logs, "podbin: holding AUTHENTICATION_FAILED"), logs)

@@ -19,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/compute/kubernetes/k8stest"
@@ -73,11 +74,17 @@ func asPodbin(spec *corev1.PodSpec, mode string, env ...corev1.EnvVar) {
 func patchTemplate(t *testing.T, ns, name string, mutate func(*corev1.PodSpec)) *appsv1.Deployment {
 	t.Helper()
 	ctx := context.Background()
-	dep, err := cluster.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-	require.NoError(t, err)
-	mutate(&dep.Spec.Template.Spec)
-	dep, err = cluster.Client.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	var dep *appsv1.Deployment
+	// The Deployment controller writes its status meanwhile: retry on conflict.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := cluster.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(&cur.Spec.Template.Spec)
+		dep, err = cluster.Client.AppsV1().Deployments(ns).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}))
 	return dep
 }
 

@@ -35,6 +35,8 @@ func main() {
 		os.Exit(probe(os.Args[2:]))
 	case "held":
 		os.Exit(held())
+	case "stat":
+		os.Exit(stat(os.Args[2:]))
 	case "resolve":
 		os.Exit(resolve(os.Args[2:]))
 	case "write":
@@ -42,7 +44,7 @@ func main() {
 	case "ready":
 		os.Exit(status.RunReadyProbe(context.Background(), statusAddr(), os.Stdout))
 	default:
-		fmt.Fprintln(os.Stderr, "usage: podbin pause|serve|probe URL|held|ready|write PATH TEXT|resolve NAME")
+		fmt.Fprintln(os.Stderr, "usage: podbin pause|serve|probe URL|held|ready|write PATH TEXT|resolve NAME|stat PATH")
 		os.Exit(2)
 	}
 }
@@ -173,5 +175,27 @@ func resolve(args []string) int {
 		return 1
 	}
 	fmt.Println(strings.Join(addrs, " "))
+	return 0
+}
+
+// stat prints how PATH is delivered: "mode=0440 uid=0 gid=1000
+// symlink=true" (mode, owner and group of the file it resolves to; whether
+// PATH itself is a symlink, as Secret volume entries are).
+func stat(args []string) int {
+	if len(args) != 1 {
+		return 2
+	}
+	lst, err := os.Lstat(args[0])
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	st, err := os.Stat(args[0])
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	fmt.Printf("mode=%04o uid=%d gid=%d symlink=%t\n", st.Mode().Perm(), sys.Uid, sys.Gid, lst.Mode()&os.ModeSymlink != 0)
 	return 0
 }
