@@ -9,6 +9,7 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -38,7 +39,11 @@ func uid(prefix string) string {
 
 func newDriver(t testing.TB) *kdriver.Driver {
 	t.Helper()
-	d, err := kdriver.New(kdriver.Config{GatewayImage: k8stest.PodbinImage, HarnessImage: k8stest.PodbinImage,
+	// The driver's calls to Gateway Pods go through the node's namespace:
+	// Pod addresses exist only there.
+	st := &kdriver.HTTPGatewayStatus{Client: cluster.Client,
+		HTTP: &http.Client{Timeout: kdriver.StatusRequestTimeout, Transport: &http.Transport{DialContext: cluster.DialContext}}}
+	d, err := kdriver.New(kdriver.Config{GatewayImage: k8stest.PodbinImage, HarnessImage: k8stest.PodbinImage, GatewayStatus: st,
 		PollInterval: 50 * time.Millisecond, GatewayStopWait: time.Minute, HarnessStopWait: time.Minute}, cluster.Client)
 	require.NoError(t, err)
 	return d

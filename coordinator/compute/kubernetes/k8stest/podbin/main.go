@@ -58,7 +58,8 @@ func pause() int {
 }
 
 // serve answers GET /healthz and GET / on $PORT (default 8080) and, on
-// SIGTERM, logs "podbin: SIGTERM received" and exits 0.
+// SIGTERM, logs "podbin: SIGTERM received" and exits 0. With
+// $OCE_STATUS_ADDR it also serves oce's status server, started and ready.
 func serve() int {
 	port := os.Getenv("PORT")
 	if port == "" {
@@ -71,6 +72,16 @@ func serve() int {
 	srv := &http.Server{Addr: ":" + port, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	if addr := os.Getenv("OCE_STATUS_ADDR"); addr != "" {
+		// Stand in for a supervisor that started: oce's status server, ready,
+		// so the rendered startup and readiness probes pass.
+		st := status.New(status.Options{Addr: addr, Component: "podbin"})
+		st.SetStarted()
+		st.SetReady(true)
+		sctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go func() { _ = st.ListenAndServe(sctx) }()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	fmt.Printf("podbin: serving on :%s as pid %d uid %d\n", port, os.Getpid(), os.Getuid())
