@@ -20,27 +20,33 @@ COREDNS_VERSION=v1.15.0
 GO="${GO:-go}"
 gover="$("$GO" env GOVERSION)"
 
-# Debian packages: one apt run for everything missing.
-need=()
-command -v runc >/dev/null 2>&1 || need+=(runc)
-[[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback ]] || need+=(containernetworking-plugins)
-command -v iptables >/dev/null 2>&1 || need+=(iptables)
-command -v conntrack >/dev/null 2>&1 || need+=(conntrack)
-command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
-command -v ip >/dev/null 2>&1 || need+=(iproute2)
-if ((${#need[@]})); then
+# Debian packages: one apt run for everything missing (under the lock, so
+# two test binaries never run apt at once).
+apt_missing() {
+	need=()
+	command -v runc >/dev/null 2>&1 || need+=(runc)
+	[[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback ]] || need+=(containernetworking-plugins)
+	command -v iptables >/dev/null 2>&1 || need+=(iptables)
+	command -v conntrack >/dev/null 2>&1 || need+=(conntrack)
+	command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
+	command -v ip >/dev/null 2>&1 || need+=(iproute2)
+	((${#need[@]} > 0))
+}
+apt_install() {
+	apt_missing || return 0
 	if [[ $(id -u) -ne 0 ]]; then
 		echo "k8s-testenv/node: missing Debian packages ${need[*]} and not root to install them" >&2
-		exit 1
+		return 1
 	fi
 	echo "k8s-testenv/node: apt-get install ${need[*]}" >&2
 	export DEBIAN_FRONTEND=noninteractive
-	# The package lists may be absent on a fresh machine: update once, then install.
-	if ! apt-get install -y -qq --no-install-recommends "${need[@]}" >&2; then
-		apt-get update -qq >&2
-		apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+	local apt=(apt-get -o DPkg::Lock::Timeout=300 -y -qq --no-install-recommends)
+	# The package lists may be absent or stale on a fresh machine: update once, then install.
+	if ! "${apt[@]}" install "${need[@]}" >&2; then
+		apt-get -o DPkg::Lock::Timeout=300 update -qq >&2
+		"${apt[@]}" install "${need[@]}" >&2
 	fi
-fi
+}
 
 stamp="$(printf '%s\n%s\n%s\n' "$CONTAINERD_VERSION" "$COREDNS_VERSION" "$gover" | sha256sum | cut -c1-16)"
 root="${XDG_CACHE_HOME:-$HOME/.cache}/oce/k8s-node-bin"
@@ -52,10 +58,11 @@ complete() {
 	for b in "${bins[@]}"; do [[ -x "$dest/bin/$b" ]] || return 1; done
 }
 
-if complete; then echo "$dest/bin"; exit 0; fi
+if ! apt_missing && complete; then echo "$dest/bin"; exit 0; fi
 mkdir -p "$root"
 exec 9>"$root/.lock"
 flock 9
+apt_install
 if complete; then echo "$dest/bin"; exit 0; fi
 tmp="$(mktemp -d "$root/.build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
