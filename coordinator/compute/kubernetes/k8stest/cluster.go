@@ -227,7 +227,7 @@ func StartCluster(ctx context.Context) (_ *Cluster, err error) {
 			c.createdDir = append(c.createdDir, d)
 		}
 	}
-	if err := saveState(nodeState{Sysctls: c.sysctls, CgroupRoot: c.cgroupRoot, CreatedDir: c.createdDir}); err != nil {
+	if err := saveState(nodeState{Sysctls: c.sysctls, CgroupRoot: c.cgroupRoot, CreatedDir: c.createdDir, RunDir: dir}); err != nil {
 		return nil, err
 	}
 	if err := makeCgroup(c.cgroupRoot); err != nil {

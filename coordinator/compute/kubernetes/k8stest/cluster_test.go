@@ -88,6 +88,9 @@ func podReady(p *corev1.Pod) bool {
 func TestClusterRunsRealPods(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	// A run killed before its teardown is repaired first, so "before" is
+	// the host's own state.
+	require.NoError(t, RepairHost())
 	mountsBefore, err := HostMounts()
 	require.NoError(t, err)
 	sysctlsBefore := ReadSysctls(HostSysctls)

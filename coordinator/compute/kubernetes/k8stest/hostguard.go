@@ -59,6 +59,7 @@ type nodeState struct {
 	Sysctls    map[string]string `json:"sysctls"`
 	CgroupRoot string            `json:"cgroupRoot"`
 	CreatedDir []string          `json:"createdDirs,omitempty"`
+	RunDir     string            `json:"runDir,omitempty"`
 }
 
 func stateRoot() string {
@@ -109,7 +110,7 @@ func saveState(s nodeState) error {
 
 // repairStale undoes what a killed run left (under the node lock): it
 // restores its recorded sysctls, kills what still runs in its cgroup root
-// and removes that root and the directories it created.
+// and removes that root, the directories it created and its run directory.
 func repairStale() error {
 	b, err := os.ReadFile(statePath())
 	if errors.Is(err, os.ErrNotExist) {
@@ -131,10 +132,24 @@ func repairStale() error {
 	for _, d := range s.CreatedDir {
 		_ = os.Remove(d)
 	}
+	if s.RunDir != "" {
+		_ = os.RemoveAll(s.RunDir)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("k8stest: repair the previous run's leftovers: %w", err)
 	}
 	return os.Remove(statePath())
+}
+
+// RepairHost undoes what a killed run of the real node left on this
+// machine (the next StartCluster does it too), under the node lock.
+func RepairHost() error {
+	l, err := lockNode()
+	if err != nil {
+		return err
+	}
+	defer l.unlock()
+	return repairStale()
 }
 
 // cgroupHierarchies lists the mounted cgroup v1 hierarchies (or the single
