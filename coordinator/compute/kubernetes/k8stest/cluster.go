@@ -105,20 +105,7 @@ func (c *Cluster) mark(phase string, since *time.Time) {
 // it down; it returns the exit code. A start or teardown failure fails the
 // run loudly.
 func ClusterMain(m *testing.M, c **Cluster) int {
-	cl, err := StartCluster(context.Background())
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "k8stest: cannot start the test cluster: %v\n", err)
-		return 1
-	}
-	*c = cl
-	code := m.Run()
-	if err := cl.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "k8stest: cluster teardown: %v\n", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	return code
+	return runMain(m, "the test cluster", StartCluster, c)
 }
 
 // NodeBinaries runs scripts/k8s-testenv/node.sh (apt packages when

@@ -164,17 +164,20 @@ func Binaries(ctx context.Context) (string, error) {
 
 // Main starts the control plane, stores it in *env, runs the tests and
 // stops it; it returns the exit code. A start failure is fatal and loud.
-func Main(m *testing.M, env **Env) int {
-	ctx := context.Background()
-	e, err := Start(ctx)
+func Main(m *testing.M, env **Env) int { return runMain(m, "the Kubernetes control plane", Start, env) }
+
+// runMain starts one environment, stores it in *out, runs the tests and
+// stops it; a start or stop failure fails the run loudly.
+func runMain[T interface{ Stop() error }](m *testing.M, what string, start func(context.Context) (T, error), out *T) int {
+	e, err := start(context.Background())
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "k8stest: cannot start the Kubernetes control plane: %v\n", err)
+		fmt.Fprintf(os.Stderr, "k8stest: cannot start %s: %v\n", what, err)
 		return 1
 	}
-	*env = e
+	*out = e
 	code := m.Run()
 	if err := e.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "k8stest: stop: %v\n", err)
+		fmt.Fprintf(os.Stderr, "k8stest: stop %s: %v\n", what, err)
 		if code == 0 {
 			code = 1
 		}
