@@ -18,6 +18,8 @@ CONTAINERD_MODULE=github.com/containerd/containerd/v2
 COREDNS_VERSION=v1.15.0
 
 GO="${GO:-go}"
+# runc, iptables, conntrack and ip live in sbin: look there too.
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 gover="$("$GO" env GOVERSION)"
 
 # Debian packages: one apt run for everything missing (under the lock, so

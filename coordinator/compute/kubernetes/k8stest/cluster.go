@@ -331,7 +331,7 @@ func (c *Cluster) LookupHost(ctx context.Context, host string) ([]string, error)
 // network and mount namespaces (with the cluster's KUBECONFIG).
 func (c *Cluster) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := c.ns.command(ctx, append([]string{name}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig)
+	cmd.Env = append(cmd.Env, "KUBECONFIG="+c.kubeconfig)
 	return cmd
 }
 

@@ -376,6 +376,9 @@ func (e *Env) startBin(name, path string, args ...string) error {
 	cmd.Dir = e.Dir
 	// kwok reads ~/.kwok: keep it and every component's home private.
 	cmd.Env = append(os.Environ(), "HOME="+filepath.Join(e.Dir, "home-"+name))
+	if e.ns != nil {
+		cmd.Env = append(nodeEnv(), "HOME="+filepath.Join(e.Dir, "home-"+name))
+	}
 	// The components die with the test binary even when it is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -95,8 +95,22 @@ func (ns *namespaces) wrap(dir string, argv ...string) []string {
 func (ns *namespaces) command(ctx context.Context, argv ...string) *exec.Cmd {
 	w := ns.wrap("", argv...)
 	cmd := exec.CommandContext(ctx, w[0], w[1:]...)
+	cmd.Env = nodeEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd
+}
+
+// nodeEnv is the environment of the node's programs: this process's, with
+// the sbin directories on PATH (ip, mount helpers, and the iptables and
+// conntrack kube-proxy runs live there; a test runner's PATH may lack them).
+func nodeEnv() []string {
+	path := os.Getenv("PATH")
+	for _, d := range []string{"/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
+		if !strings.Contains(":"+path+":", ":"+d+":") {
+			path += ":" + d
+		}
+	}
+	return append(os.Environ(), "PATH="+strings.TrimPrefix(path, ":"))
 }
 
 // run runs argv inside the namespaces and returns its combined output.
