@@ -40,6 +40,7 @@ func applyCreateNamespace(d *data, c Command, p CreateNamespace) (any, error) {
 	}
 	ns := Namespace{ID: p.ID, Name: p.Name, CreatedAt: c.Time}
 	d.putNamespace(ns)
+	d.audit3(c, AuditNamespaceCreate, NamespaceResource(ns.Name), ns.ID, "", nil)
 	return ns, nil
 }
 
@@ -63,11 +64,15 @@ func applyPutConfiguration(d *data, c Command, p PutConfiguration) (any, error) 
 	}
 	cf := Configuration{ID: p.ID, NamespaceID: p.NamespaceID, Name: p.Name, Generation: 1,
 		Document: doc, CreatedAt: c.Time, UpdatedAt: c.Time}
+	action := AuditConfigurationCreate
 	if exists {
 		cf.Generation = prev.Generation + 1
 		cf.CreatedAt = prev.CreatedAt
+		action = AuditConfigurationUpdate
 	}
 	d.putConfiguration(cf)
+	d.audit3(c, action, ScopedResource("Configuration", d.nsName(cf.NamespaceID), cf.Name), cf.NamespaceID, "",
+		map[string]string{"generation": strconv.FormatInt(cf.Generation, 10)})
 	return cloneConfiguration(cf), nil
 }
 
@@ -101,7 +106,11 @@ func applyCreateAgent(d *data, c Command, p CreateAgent) (any, error) {
 	a := Agent{ID: p.ID, NamespaceID: p.NamespaceID, Name: p.Name, ExecutionMode: mode,
 		ConfigurationID: p.ConfigurationID, HarnessAuth: cloneAuth(p.HarnessAuth), ComputeID: p.ComputeID,
 		Plugins: cloneStrings(p.Plugins), CreatedAt: c.Time, UpdatedAt: c.Time}
+	if err := d.agentServicePrincipal(c, p, &a); err != nil {
+		return nil, err
+	}
 	d.addAgent(a)
+	d.audit3(c, AuditAgentCreate, d.agentResource(a), a.NamespaceID, a.ID, nil)
 	return cloneAgent(a), nil
 }
 
@@ -142,6 +151,7 @@ func applyUpdateAgent(d *data, c Command, p UpdateAgent) (any, error) {
 	}
 	a.UpdatedAt = c.Time
 	d.agents[a.ID] = a
+	d.audit3(c, AuditAgentUpdate, d.agentResource(a), a.NamespaceID, a.ID, nil)
 	return cloneAgent(a), nil
 }
 
@@ -200,6 +210,10 @@ func applyAdmitRevision(d *data, c Command, p AdmitRevision) (any, error) {
 	if r.Mode != a.ExecutionMode {
 		return nil, fmt.Errorf("%w: agent %q now runs %s, admission froze %s", ErrConflict, a.ID, a.ExecutionMode, r.Mode)
 	}
+	if r.ServicePrincipalID != a.ServicePrincipalID {
+		return nil, fmt.Errorf("%w: agent %q now has service principal %q, admission froze %q", ErrConflict, a.ID,
+			a.ServicePrincipalID, r.ServicePrincipalID)
+	}
 	if cf.Generation != r.ConfigurationGeneration {
 		return nil, fmt.Errorf("%w: configuration %q is at generation %d, admission saw %d",
 			ErrConflict, cf.ID, cf.Generation, r.ConfigurationGeneration)
@@ -215,7 +229,7 @@ func applyAdmitRevision(d *data, c Command, p AdmitRevision) (any, error) {
 	r.Plugins = cloneStrings(r.Plugins)
 	w := Work{ID: p.WorkID, Kind: WorkActivate, NamespaceID: a.NamespaceID, AgentID: a.ID, RevisionID: r.ID,
 		State: WorkQueued, Phase: PhaseQueued, MaxAttempts: ma, AvailableAt: c.Time, Actor: c.Actor,
-		CreatedAt: c.Time, UpdatedAt: c.Time}
+		CreatedAt: c.Time, UpdatedAt: c.Time, ActorGroups: cloneStrings(p.ActorGroups)}
 	d.agents[a.ID] = a
 	d.addRevision(r)
 	d.putWork(w)
@@ -224,7 +238,7 @@ func applyAdmitRevision(d *data, c Command, p AdmitRevision) (any, error) {
 }
 
 func applyRequestStop(d *data, c Command, p RequestStop) (any, error) {
-	w, err := requestWork(d, c, p.AgentID, p.WorkID, p.MaxAttempts, WorkStop)
+	w, err := requestWork(d, c, p.AgentID, p.WorkID, p.MaxAttempts, WorkStop, p.ActorGroups)
 	if err == nil {
 		d.requestCancels(c, p.AgentID) // a stop cancels a pending activation
 	}
@@ -232,12 +246,12 @@ func applyRequestStop(d *data, c Command, p RequestStop) (any, error) {
 }
 
 func applyRequestDelete(d *data, c Command, p RequestDelete) (any, error) {
-	return requestWork(d, c, p.AgentID, p.WorkID, p.MaxAttempts, WorkDelete)
+	return requestWork(d, c, p.AgentID, p.WorkID, p.MaxAttempts, WorkDelete, p.ActorGroups)
 }
 
 // requestWork enqueues stop or delete work; delete also marks the Agent
 // deleting so no further revision is admitted.
-func requestWork(d *data, c Command, agentID, workID string, n int, kind string) (any, error) {
+func requestWork(d *data, c Command, agentID, workID string, n int, kind string, groups []string) (any, error) {
 	if agentID == "" || workID == "" {
 		return nil, fmt.Errorf("%w: agentId and workId are required", ErrInvalid)
 	}
@@ -257,13 +271,16 @@ func requestWork(d *data, c Command, agentID, workID string, n int, kind string)
 	}
 	w := Work{ID: workID, Kind: kind, NamespaceID: a.NamespaceID, AgentID: a.ID, RevisionID: a.ActiveRevisionID,
 		State: WorkQueued, Phase: PhaseQueued, MaxAttempts: ma, AvailableAt: c.Time, Actor: c.Actor,
-		CreatedAt: c.Time, UpdatedAt: c.Time}
+		CreatedAt: c.Time, UpdatedAt: c.Time, ActorGroups: cloneStrings(groups)}
+	action := AuditStopRequest
 	if kind == WorkDelete {
 		a.Deleting = true
 		a.UpdatedAt = c.Time
 		d.agents[a.ID] = a
+		action = AuditDeleteRequest
 	}
 	d.putWork(w)
+	d.audit3(c, action, d.agentResource(a), a.NamespaceID, a.ID, map[string]string{"workId": w.ID})
 	return w, nil
 }
 
@@ -275,6 +292,44 @@ func applySetInstallation(d *data, _ Command, p SetInstallation) (any, error) {
 // appendAudit appends one record with the next Seq.
 func (d *data) appendAudit(t time.Time, actor, action string, a Agent, revisionID string, details map[string]string) {
 	d.auditSeq++
+	outcome := OutcomeSuccess
+	if action == AuditFail {
+		outcome = OutcomeFailure
+	}
 	d.audit = append(d.audit, AuditRecord{Seq: d.auditSeq, Time: t, Action: action, Actor: actor,
-		NamespaceID: a.NamespaceID, AgentID: a.ID, RevisionID: revisionID, Details: details})
+		NamespaceID: a.NamespaceID, AgentID: a.ID, RevisionID: revisionID, Details: details,
+		Resource: d.agentResource(a), Outcome: outcome})
+}
+
+// agentResource is the resource name of an Agent.
+func (d *data) agentResource(a Agent) string {
+	return ScopedResource("Agent", d.nsName(a.NamespaceID), a.Name)
+}
+
+// agentServicePrincipal sets a new Agent's ServicePrincipal: an existing one
+// of its Namespace, or a new one it owns.
+func (d *data) agentServicePrincipal(c Command, p CreateAgent, a *Agent) error {
+	if p.ServicePrincipalID == "" {
+		if p.OwnServicePrincipal {
+			return fmt.Errorf("%w: ownServicePrincipal needs a servicePrincipalId", ErrInvalid)
+		}
+		return nil
+	}
+	if p.OwnServicePrincipal {
+		sp, err := d.newServicePrincipal(c, p.ServicePrincipalID, a.NamespaceID, a.Name, a.ID)
+		if err != nil {
+			return err
+		}
+		a.ServicePrincipalID = sp.ID
+		return nil
+	}
+	sp, ok := d.ids.sps[p.ServicePrincipalID]
+	if !ok || sp.NamespaceID != a.NamespaceID {
+		return fmt.Errorf("%w: service principal %q in namespace %q", ErrNotFound, p.ServicePrincipalID, a.NamespaceID)
+	}
+	if sp.AgentID != "" {
+		return fmt.Errorf("%w: service principal %q belongs to another agent", ErrConflict, sp.Name)
+	}
+	a.ServicePrincipalID = sp.ID
+	return nil
 }

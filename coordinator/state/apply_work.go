@@ -403,6 +403,9 @@ func applyCompleteDeletion(d *data, c Command, p CompleteDeletion) (any, error) 
 		}
 	}
 	delete(d.stops, a.ID)
+	if sp, ok := d.ids.sps[a.ServicePrincipalID]; ok && sp.AgentID == a.ID {
+		d.ids.removeSP(sp)
+	}
 	d.removeAgent(a)
 	w = release(w, WorkCompleted, c.Time)
 	d.appendAudit(c.Time, w.Actor, AuditDelete, a, "", map[string]string{"workId": w.ID})

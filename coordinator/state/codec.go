@@ -67,6 +67,9 @@ func (m *Machine) ApplyCommand(c Command) (any, error) {
 		return nil, fmt.Errorf("%s: %w", c.Type, err)
 	}
 	m.bump()
+	if changesIdentities[c.Type] {
+		m.idGen++
+	}
 	return res, nil
 }
 

@@ -68,6 +68,11 @@ type CreateAgent struct {
 	Plugins         []string     `json:"plugins,omitempty"`
 	// Rollback is the Agent's opt-in rollback policy (activation.go).
 	Rollback *RollbackPolicy `json:"rollback,omitempty"`
+	// ServicePrincipalID names the Agent's ServicePrincipal: an existing one
+	// of the Namespace, or, with OwnServicePrincipal, a new one Apply creates
+	// under this ID, named like the Agent and owned by it.
+	ServicePrincipalID  string `json:"servicePrincipalId,omitempty"`
+	OwnServicePrincipal bool   `json:"ownServicePrincipal,omitempty"`
 }
 
 // UpdateAgent changes the fields that are set; an omitted ExecutionMode
@@ -96,20 +101,23 @@ type AdmitRevision struct {
 	Revision    Revision `json:"revision"`
 	WorkID      string   `json:"workId"`
 	MaxAttempts int      `json:"maxAttempts"`
+	ActorGroups []string `json:"actorGroups,omitempty"` // Work.ActorGroups
 }
 
 // RequestStop enqueues stop work for an Agent.
 type RequestStop struct {
-	AgentID     string `json:"agentId"`
-	WorkID      string `json:"workId"`
-	MaxAttempts int    `json:"maxAttempts"`
+	AgentID     string   `json:"agentId"`
+	WorkID      string   `json:"workId"`
+	MaxAttempts int      `json:"maxAttempts"`
+	ActorGroups []string `json:"actorGroups,omitempty"` // Work.ActorGroups
 }
 
 // RequestDelete marks an Agent deleting and enqueues delete work.
 type RequestDelete struct {
-	AgentID     string `json:"agentId"`
-	WorkID      string `json:"workId"`
-	MaxAttempts int    `json:"maxAttempts"`
+	AgentID     string   `json:"agentId"`
+	WorkID      string   `json:"workId"`
+	MaxAttempts int      `json:"maxAttempts"`
+	ActorGroups []string `json:"actorGroups,omitempty"` // Work.ActorGroups
 }
 
 // ClaimWork claims queued work whose AvailableAt has passed, for Owner until

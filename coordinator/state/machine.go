@@ -13,6 +13,7 @@ type Machine struct {
 	d       data
 	applied uint64        // successful applies since creation or restore; not replicated state
 	changed chan struct{} // closed and replaced after every successful apply
+	idGen   uint64        // changes of identity data on this replica (IdentityGeneration)
 }
 
 // data is the replicated content; the snapshot is its canonical encoding.
@@ -27,6 +28,7 @@ type data struct {
 	auditSeq       int64
 	installation   Installation
 	act            activation // truthful activation (activation.go), snapshot section "activation"
+	ids            ids        // users, service principals, tokens, role bindings, Restrictions
 
 	// Indexes derived from the above (rebuilt on restore, not snapshotted),
 	// so scheduling scans only live work however long the history grows.
@@ -58,6 +60,7 @@ func newData() data {
 		agentByName:    map[nameKey]string{},
 		nsAgents:       map[string]map[string]struct{}{},
 		act:            newActivation(),
+		ids:            newIDs(),
 	}
 }
 

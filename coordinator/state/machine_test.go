@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,11 +110,12 @@ func TestCommands(t *testing.T) {
 				require.Equal(t, Work{ID: "w1", Kind: WorkActivate, NamespaceID: "ns1", AgentID: "a1", RevisionID: "r1",
 					State: WorkQueued, Phase: PhaseQueued, MaxAttempts: DefaultMaxAttempts, AvailableAt: t0, Actor: "alice",
 					CreatedAt: t0, UpdatedAt: t0}, w)
-				au := f.m.Audit(0, 0)
+				au := lifecycle(f.m.Audit(0, 0))
 				require.Len(t, au, 2)
 				require.Equal(t, AuditDeploy, au[1].Action)
-				require.EqualValues(t, 2, au[1].Seq)
 				require.Equal(t, "r1", au[1].RevisionID)
+				require.Equal(t, `Agent::"one/bot"`, au[1].Resource)
+				require.Equal(t, OutcomeSuccess, au[1].Outcome)
 				// Admitting a newer revision leaves the older work alone.
 				w0, _ := f.m.Work("w0")
 				require.Equal(t, WorkQueued, w0.State)
@@ -243,9 +245,10 @@ func TestCommands(t *testing.T) {
 				r, _ := f.m.Revision("r1")
 				require.Equal(t, RevisionFailed, r.Status)
 				require.Equal(t, "RUNTIME_LOGIN_FAILED", r.FailureCode)
-				au := f.m.Audit(1, 0)
-				require.Len(t, au, 1)
-				require.Equal(t, AuditFail, au[0].Action)
+				au := lifecycle(f.m.Audit(0, 0))
+				require.Len(t, au, 2)
+				require.Equal(t, AuditFail, au[1].Action)
+				require.Equal(t, OutcomeFailure, au[1].Outcome)
 			}},
 		{name: "expire exhausted", typ: CmdExpireWork,
 			setup: func(f *fx) {
@@ -387,8 +390,9 @@ func TestCommands(t *testing.T) {
 				require.False(t, ok)
 				require.Empty(t, f.m.Revisions("a1"))
 				require.Empty(t, f.m.WorkItems(WorkFilter{AgentID: "a1"}))
-				au := f.m.Audit(0, 0)
-				require.Equal(t, []string{AuditDeploy, AuditActivate, AuditDelete}, []string{au[0].Action, au[1].Action, au[2].Action})
+				au := lifecycle(f.m.Audit(0, 0))
+				require.Equal(t, []string{AuditDeploy, AuditActivate, AuditDeleteRequest, AuditDelete},
+					[]string{au[0].Action, au[1].Action, au[2].Action, au[3].Action})
 			}},
 		{name: "complete deletion with stop work", typ: CmdCompleteDeletion,
 			setup: func(f *fx) {
@@ -559,4 +563,15 @@ func TestClaimableOrderAndWakeup(t *testing.T) {
 	at, ok := f.m.NextWakeup(f.now)
 	require.True(t, ok)
 	require.Equal(t, f.now.Add(5*time.Second+time.Nanosecond), at)
+}
+
+// lifecycle keeps the openclaw.agents.lifecycle records of an audit log.
+func lifecycle(au []AuditRecord) []AuditRecord {
+	var out []AuditRecord
+	for _, a := range au {
+		if strings.HasPrefix(a.Action, "openclaw.agents.lifecycle.") {
+			out = append(out, a)
+		}
+	}
+	return out
 }

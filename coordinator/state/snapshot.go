@@ -66,6 +66,7 @@ func (m *Machine) RestoreSnapshot(b []byte) error {
 	defer m.mu.Unlock()
 	m.d = d
 	m.bump()
+	m.idGen++
 	return nil
 }
 

@@ -65,6 +65,9 @@ type Agent struct {
 	Deleting         bool         `json:"deleting,omitempty"`
 	CreatedAt        time.Time    `json:"createdAt"`
 	UpdatedAt        time.Time    `json:"updatedAt"`
+	// ServicePrincipalID is the Agent's stable identity (identities.go);
+	// every revision freezes it.
+	ServicePrincipalID string `json:"servicePrincipalId,omitempty"`
 }
 
 // HarnessIdentity is the server-approved harness a revision runs.
@@ -102,6 +105,8 @@ type Revision struct {
 	FailureCode             string          `json:"failureCode,omitempty"`
 	FailureDetail           string          `json:"failureDetail,omitempty"`
 	CreatedAt               time.Time       `json:"createdAt"`
+	// ServicePrincipalID is the Agent's ServicePrincipal, frozen (seed 000).
+	ServicePrincipalID string `json:"servicePrincipalId,omitempty"`
 }
 
 // Work kinds.
@@ -148,6 +153,10 @@ type Work struct {
 	Actor       string    `json:"actor,omitempty"` // who requested it; the completion audit carries it
 	CreatedAt   time.Time `json:"createdAt"`
 	UpdatedAt   time.Time `json:"updatedAt"`
+	// ActorGroups are the groups an external identity provider asserted for
+	// Actor when the work was requested; the engine reauthorizes the actor
+	// with them. The slice is never modified in place.
+	ActorGroups []string `json:"actorGroups,omitempty"`
 }
 
 // MaxPredecessorStops bounds the predecessor-stop records kept per Agent.
@@ -170,6 +179,14 @@ const (
 	AuditStop     = "openclaw.agents.lifecycle.stop"
 	AuditDelete   = "openclaw.agents.lifecycle.delete"
 	AuditFail     = "openclaw.agents.lifecycle.fail"
+
+	AuditStopRequest         = "openclaw.agents.lifecycle.stop.request"
+	AuditDeleteRequest       = "openclaw.agents.lifecycle.delete.request"
+	AuditNamespaceCreate     = "oce.namespaces.create"
+	AuditConfigurationCreate = "oce.configurations.create"
+	AuditConfigurationUpdate = "oce.configurations.update"
+	AuditAgentCreate         = "oce.agents.create"
+	AuditAgentUpdate         = "oce.agents.update"
 )
 
 // AuditRecord is one append-only audit entry. Seq is assigned by Apply.
@@ -182,6 +199,10 @@ type AuditRecord struct {
 	AgentID     string            `json:"agentId,omitempty"`
 	RevisionID  string            `json:"revisionId,omitempty"`
 	Details     map[string]string `json:"details,omitempty"`
+	// Resource is the exact resource acted on (a Cedar entity UID of names,
+	// e.g. Agent::"team/bot"); Outcome is success, denied or failure.
+	Resource string `json:"resource,omitempty"`
+	Outcome  string `json:"outcome,omitempty"`
 }
 
 // Installation holds installation-wide settings the admission rules consult.

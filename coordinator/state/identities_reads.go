@@ -1,0 +1,164 @@
+package state
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Reads of identity data; each returns copies in a deterministic order.
+
+// User returns one user.
+func (m *Machine) User(id string) (User, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	u, ok := m.d.ids.users[id]
+	return cloneUser(u), ok
+}
+
+// UserByName returns the user named name.
+func (m *Machine) UserByName(name string) (User, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	id, ok := m.d.ids.userByName[name]
+	if !ok {
+		return User{}, false
+	}
+	return cloneUser(m.d.ids.users[id]), true
+}
+
+// Users returns every user ordered by name.
+func (m *Machine) Users() []User {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return sortedValues(m.d.ids.users, func(User) bool { return true }, cloneUser,
+		func(a, b User) int { return cmp.Compare(a.Name, b.Name) })
+}
+
+// ServicePrincipal returns one service principal.
+func (m *Machine) ServicePrincipal(id string) (ServicePrincipal, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	sp, ok := m.d.ids.sps[id]
+	return sp, ok
+}
+
+// ServicePrincipalByName returns the service principal named name in a Namespace.
+func (m *Machine) ServicePrincipalByName(nsID, name string) (ServicePrincipal, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	id, ok := m.d.ids.spByName[nameKey{nsID, name}]
+	if !ok {
+		return ServicePrincipal{}, false
+	}
+	return m.d.ids.sps[id], true
+}
+
+// ServicePrincipals returns a Namespace's service principals ("" = all) by name.
+func (m *Machine) ServicePrincipals(nsID string) []ServicePrincipal {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return sortedValues(m.d.ids.sps, func(sp ServicePrincipal) bool { return nsID == "" || sp.NamespaceID == nsID },
+		func(sp ServicePrincipal) ServicePrincipal { return sp },
+		func(a, b ServicePrincipal) int {
+			return cmp.Or(cmp.Compare(a.NamespaceID, b.NamespaceID), cmp.Compare(a.Name, b.Name))
+		})
+}
+
+// Token returns one token record.
+func (m *Machine) Token(id string) (Token, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	t, ok := m.d.ids.tokens[id]
+	return t, ok
+}
+
+// Tokens returns the tokens of one principal (kind "" = every token) by
+// creation time.
+func (m *Machine) Tokens(kind, principalID string) []Token {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return sortedValues(m.d.ids.tokens, func(t Token) bool {
+		return kind == "" || (t.PrincipalKind == kind && t.PrincipalID == principalID)
+	}, func(t Token) Token { return t }, func(a, b Token) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+// RoleBinding returns one role binding.
+func (m *Machine) RoleBinding(id string) (RoleBinding, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	b, ok := m.d.ids.bindings[id]
+	return b, ok
+}
+
+// RoleBindings returns every role binding ordered by ID.
+func (m *Machine) RoleBindings() []RoleBinding {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return sortedValues(m.d.ids.bindings, func(RoleBinding) bool { return true },
+		func(b RoleBinding) RoleBinding { return b }, func(a, b RoleBinding) int { return cmp.Compare(a.ID, b.ID) })
+}
+
+// Restriction returns one Restriction.
+func (m *Machine) Restriction(id string) (Restriction, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	r, ok := m.d.ids.restrictions[id]
+	return r, ok
+}
+
+// Restrictions returns every Restriction ordered by name.
+func (m *Machine) Restrictions() []Restriction {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return sortedValues(m.d.ids.restrictions, func(Restriction) bool { return true },
+		func(r Restriction) Restriction { return r }, func(a, b Restriction) int { return cmp.Compare(a.Name, b.Name) })
+}
+
+// IdentityGeneration changes whenever identity data (users, service
+// principals, tokens, role bindings, Restrictions) may have changed on this
+// replica, so caches of derived data (the IAM driver's compiled policies)
+// know when to rebuild. It is not replicated state.
+func (m *Machine) IdentityGeneration() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.idGen
+}
+
+// AuditFilter selects audit records; empty fields match everything.
+type AuditFilter struct {
+	After       int64 // Seq > After
+	Actor       string
+	NamespaceID string
+	Action      string
+	Since       time.Time // Time >= Since
+	Until       time.Time // Time < Until
+	// Visible, when set, must accept a record's Namespace ID ("" for
+	// cluster-wide records) for it to be returned.
+	Visible func(nsID string) bool
+}
+
+// AuditQuery returns up to limit matching records in Seq order (limit <= 0
+// means all).
+func (m *Machine) AuditQuery(f AuditFilter, limit int) []AuditRecord {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	i, _ := slices.BinarySearchFunc(m.d.audit, f.After+1, func(r AuditRecord, s int64) int { return cmp.Compare(r.Seq, s) })
+	out := []AuditRecord{}
+	for ; i < len(m.d.audit) && (limit <= 0 || len(out) < limit); i++ {
+		r := m.d.audit[i]
+		switch {
+		case f.Actor != "" && r.Actor != f.Actor,
+			f.NamespaceID != "" && r.NamespaceID != f.NamespaceID,
+			f.Action != "" && r.Action != f.Action,
+			!f.Since.IsZero() && r.Time.Before(f.Since),
+			!f.Until.IsZero() && !r.Time.Before(f.Until),
+			f.Visible != nil && !f.Visible(r.NamespaceID):
+			continue
+		}
+		out = append(out, cloneAudit(r))
+	}
+	return out
+}
