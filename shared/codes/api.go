@@ -5,6 +5,7 @@ package codes
 const (
 	InvalidRequest   Code = "INVALID_REQUEST"   // 400, also 413 for an oversized body
 	Unauthorized     Code = "UNAUTHORIZED"      // 401
+	Forbidden        Code = "FORBIDDEN"         // 403: authenticated, not authorized (details: action, resource)
 	NotFound         Code = "NOT_FOUND"         // 404
 	ResourceConflict Code = "RESOURCE_CONFLICT" // 409
 	NotLeader        Code = "NOT_LEADER"        // 421 (leader known) or 503 (no leader)
@@ -19,7 +20,7 @@ const (
 	InvalidMember Code = "INVALID_MEMBER" // a join/remove/transfer names no valid member
 )
 
-var api = set(InvalidRequest, Unauthorized, NotFound, ResourceConflict, NotLeader, NotReady, Internal)
+var api = set(InvalidRequest, Unauthorized, Forbidden, NotFound, ResourceConflict, NotLeader, NotReady, Internal)
 
 // IsAPI reports whether c is an API error code.
 func IsAPI(c Code) bool { return api[c] }

@@ -19,6 +19,10 @@ const (
 	// HarnessAuthRequired: the driver could not resolve the credential the
 	// revision's harnessAuth binding names.
 	HarnessAuthRequired Code = "HARNESS_AUTH_REQUIRED"
+	// ReauthorizationDenied: at claim, before any effect, the work's
+	// original actor is no longer allowed to do it (a revoked role, a
+	// deleted principal, a Restriction added since admission).
+	ReauthorizationDenied Code = "REAUTHORIZATION_DENIED"
 
 	// Progress and retry.
 	ActiveRevisionChanged  Code = "ACTIVE_REVISION_CHANGED"
@@ -35,7 +39,7 @@ const (
 
 var work = set(InvalidTarget, InvalidRevisionOwner, NamespaceNotReady, InvalidAdmittedRevision,
 	HarnessDescriptorMismatch, ComputeDriverMismatch, InvalidActiveRevision, HarnessAuthUnsupported,
-	HarnessAuthRequired, ActiveRevisionChanged, FinalizationIncomplete, TransientDependency, ActivationPending,
+	HarnessAuthRequired, ReauthorizationDenied, ActiveRevisionChanged, FinalizationIncomplete, TransientDependency, ActivationPending,
 	RevisionNotReady, ForeignWorkload, NamespaceNotEmpty, StopTimeout,
 	RevisionAuthenticationFailed, RevisionCPUStarved, RevisionModelProbeTimeout, RevisionModelProbeFailed,
 	RevisionLoginFailed, RevisionStartupFailed)
