@@ -1,0 +1,159 @@
+package authn
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+
+	"oce.dev/oce/coordinator/iam"
+	"oce.dev/oce/coordinator/state"
+)
+
+// OIDCConfig configures bearer JWTs from one issuer.
+type OIDCConfig struct {
+	// Issuer is the issuer URL (its discovery document names the JWKS).
+	Issuer string
+	// Audience is the expected aud (the client id tokens are issued to).
+	Audience string
+	// UsernameClaim names the claim that becomes the user name (default
+	// "sub"); GroupsClaim the string-array claim of groups (default
+	// "groups"). Both get iam.ExternalPrefix.
+	UsernameClaim string
+	GroupsClaim   string
+	// CAFile is a PEM bundle trusted for the issuer's TLS (default: the
+	// system roots).
+	CAFile string
+	// Clock checks expiry; nil means time.Now.
+	Clock func() time.Time
+}
+
+// Defaults of OIDC claims.
+const (
+	DefaultUsernameClaim = "sub"
+	DefaultGroupsClaim   = "groups"
+	// discoveryRetry paces discovery attempts after a failure, so an
+	// unreachable issuer is not asked on every request.
+	discoveryRetry = 5 * time.Second
+	oidcHTTPTimeout = 10 * time.Second
+)
+
+// OIDC verifies bearer JWTs: signature against the issuer's JWKS (go-oidc
+// fetches the key set again when a token names a key it has not seen, so
+// the issuer can rotate keys), issuer, audience and expiry.
+type OIDC struct {
+	cfg    OIDCConfig
+	client *http.Client
+
+	mu       sync.Mutex
+	verifier *oidc.IDTokenVerifier
+	failedAt time.Time
+	lastErr  error
+}
+
+// NewOIDC returns a verifier; discovery happens on first use.
+func NewOIDC(cfg OIDCConfig) (*OIDC, error) {
+	if cfg.Issuer == "" || cfg.Audience == "" {
+		return nil, errors.New("authn: OIDC needs an issuer and an audience")
+	}
+	if cfg.UsernameClaim == "" {
+		cfg.UsernameClaim = DefaultUsernameClaim
+	}
+	if cfg.GroupsClaim == "" {
+		cfg.GroupsClaim = DefaultGroupsClaim
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if cfg.CAFile != "" {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("authn: OIDC CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("authn: OIDC CA file %s holds no certificate", cfg.CAFile)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &OIDC{cfg: cfg, client: &http.Client{Transport: tr, Timeout: oidcHTTPTimeout}}, nil
+}
+
+// Config returns the configuration (occ's login reads issuer and audience
+// from the API).
+func (o *OIDC) Config() OIDCConfig { return o.cfg }
+
+func (o *OIDC) verifierFor() (*oidc.IDTokenVerifier, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.verifier != nil {
+		return o.verifier, nil
+	}
+	if !o.failedAt.IsZero() && time.Since(o.failedAt) < discoveryRetry {
+		return nil, o.lastErr
+	}
+	// The provider's key set outlives this request: give it a context of its
+	// own that carries only the HTTP client.
+	pctx := oidc.ClientContext(context.Background(), o.client)
+	dctx, cancel := context.WithTimeout(pctx, oidcHTTPTimeout)
+	defer cancel()
+	p, err := oidc.NewProvider(dctx, o.cfg.Issuer)
+	if err != nil {
+		o.failedAt, o.lastErr = time.Now(), fmt.Errorf("%w: discovery: %w", ErrInvalidJWT, err)
+		return nil, o.lastErr
+	}
+	o.verifier = p.VerifierContext(pctx, &oidc.Config{ClientID: o.cfg.Audience, Now: o.cfg.Clock})
+	return o.verifier, nil
+}
+
+// Verify authenticates a bearer JWT.
+func (o *OIDC) Verify(ctx context.Context, raw string) (iam.Principal, error) {
+	v, err := o.verifierFor()
+	if err != nil {
+		return iam.Principal{}, err
+	}
+	tok, err := v.Verify(oidc.ClientContext(ctx, o.client), raw)
+	if err != nil {
+		var exp *oidc.TokenExpiredError
+		if errors.As(err, &exp) {
+			return iam.Principal{}, ErrTokenExpired
+		}
+		return iam.Principal{}, fmt.Errorf("%w: %w", ErrInvalidJWT, err)
+	}
+	var claims map[string]any
+	if err := tok.Claims(&claims); err != nil {
+		return iam.Principal{}, fmt.Errorf("%w: claims: %w", ErrInvalidJWT, err)
+	}
+	return o.principal(claims)
+}
+
+// principal maps verified claims onto a user with groups.
+func (o *OIDC) principal(claims map[string]any) (iam.Principal, error) {
+	name, _ := claims[o.cfg.UsernameClaim].(string)
+	if name == "" || !state.ValidGroupName(iam.ExternalPrefix+name) {
+		return iam.Principal{}, fmt.Errorf("%w: claim %q is missing or malformed", ErrInvalidJWT, o.cfg.UsernameClaim)
+	}
+	p := iam.Principal{Kind: iam.KindUser, Name: iam.ExternalPrefix + name, External: true}
+	if raw, ok := claims[o.cfg.GroupsClaim]; ok {
+		list, ok := raw.([]any)
+		if !ok || len(list) > state.MaxGroups {
+			return iam.Principal{}, fmt.Errorf("%w: claim %q is not a list of at most %d groups", ErrInvalidJWT, o.cfg.GroupsClaim, state.MaxGroups)
+		}
+		for _, g := range list {
+			s, ok := g.(string)
+			if !ok || !state.ValidGroupName(iam.ExternalPrefix+s) {
+				return iam.Principal{}, fmt.Errorf("%w: group %v is malformed", ErrInvalidJWT, g)
+			}
+			p.Groups = append(p.Groups, iam.ExternalPrefix+s)
+		}
+	}
+	return p, nil
+}
