@@ -26,11 +26,14 @@ func (a *app) statusCmd() *cobra.Command {
 				return a.print(cmd.OutOrStdout(), st, nil)
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintln(out, "Cluster:")
-			if err := a.print(out, st.Cluster, func() table { return clusterTable(st.Cluster) }); err != nil {
-				return err
+			if st.Cluster != nil { // only for callers who may view the cluster
+				fmt.Fprintln(out, "Cluster:")
+				if err := a.print(out, st.Cluster, func() table { return clusterTable(*st.Cluster) }); err != nil {
+					return err
+				}
+				fmt.Fprintln(out)
 			}
-			fmt.Fprintln(out, "\nAgents:")
+			fmt.Fprintln(out, "Agents:")
 			return a.print(out, st, func() table { return summaryTable(st.Agents) })
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/coordinator/state"
 )
 
@@ -12,17 +13,32 @@ func (s *server) listAgents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listOf(s.b.Machine().Agents(ns.ID), s.agentView))
+	var out []state.Agent
+	for _, a := range s.b.Machine().Agents(ns.ID) {
+		if s.can(r, iam.ViewAgent, s.agentRes(ns, a)) {
+			out = append(out, a)
+		}
+	}
+	writeJSON(w, http.StatusOK, listOf(out, s.agentView))
 	return nil
 }
 
 func (s *server) getAgent(w http.ResponseWriter, r *http.Request) error {
-	_, a, err := s.agent(r)
+	_, a, err := s.agentFor(r, iam.ViewAgent)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, s.agentView(a))
 	return nil
+}
+
+// agentFor resolves {ns} and {agent} and authorizes act on the Agent.
+func (s *server) agentFor(r *http.Request, act iam.Action) (state.Namespace, state.Agent, error) {
+	ns, a, err := s.agent(r)
+	if err != nil {
+		return ns, a, err
+	}
+	return ns, a, s.allow(r, act, s.agentRes(ns, a), ns.ID)
 }
 
 func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
@@ -63,6 +79,26 @@ func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	draft := state.Agent{Name: req.Name, NamespaceID: ns.ID, ExecutionMode: req.ExecutionMode,
+		HarnessAuth: stateHarnessAuth(req.HarnessAuth), ComputeID: req.ComputeID}
+	spName := req.ServicePrincipal
+	if spName == "" {
+		spName = req.Name
+	}
+	if err := s.allow(r, iam.CreateAgent, iam.AgentResource(ns.Name, draft, cfg.Name, spName), ns.ID); err != nil {
+		return err
+	}
+	spID, own := newID(), true
+	if req.ServicePrincipal != "" {
+		sp, ok := s.b.Machine().ServicePrincipalByName(ns.ID, req.ServicePrincipal)
+		if !ok {
+			return notFound("service principal %q not found in namespace %q", req.ServicePrincipal, ns.Name)
+		}
+		if err := s.allow(r, iam.UseServicePrincipal, iam.ServicePrincipalResource(ns.Name, sp, req.Name), ns.ID); err != nil {
+			return err
+		}
+		spID, own = sp.ID, false
+	}
 	for _, a := range s.b.Machine().Agents(ns.ID) {
 		if a.Name == req.Name {
 			return conflict("agent name %q is taken in namespace %q", req.Name, ns.Name)
@@ -71,7 +107,8 @@ func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	id := newID()
 	if _, err := s.propose(r, state.CmdCreateAgent, state.CreateAgent{ID: id, NamespaceID: ns.ID, Name: req.Name,
 		ExecutionMode: req.ExecutionMode, ConfigurationID: cfg.ID, HarnessAuth: stateHarnessAuth(req.HarnessAuth),
-		ComputeID: req.ComputeID, Plugins: req.Plugins, Rollback: policy}); err != nil {
+		ComputeID: req.ComputeID, Plugins: req.Plugins, Rollback: policy, ServicePrincipalID: spID,
+		OwnServicePrincipal: own}); err != nil {
 		return err
 	}
 	return s.writeAgent(w, http.StatusCreated, id)
@@ -82,7 +119,7 @@ func (s *server) updateAgent(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
 	}
-	ns, a, err := s.agent(r)
+	ns, a, err := s.agentFor(r, iam.UpdateAgent)
 	if err != nil {
 		return err
 	}
@@ -126,7 +163,7 @@ func (s *server) updateAgent(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) deleteAgent(w http.ResponseWriter, r *http.Request) error {
-	_, a, err := s.agent(r)
+	_, a, err := s.agentFor(r, iam.DeleteAgent)
 	if err != nil {
 		return err
 	}
@@ -134,14 +171,14 @@ func (s *server) deleteAgent(w http.ResponseWriter, r *http.Request) error {
 		return conflict("agent %q is already being deleted", a.Name)
 	}
 	return s.enqueue(w, r, state.CmdRequestDelete, state.RequestDelete{AgentID: a.ID, WorkID: newID(),
-		MaxAttempts: s.cfg.MaxAttempts})
+		MaxAttempts: s.cfg.MaxAttempts, ActorGroups: principal(r).ExternalGroups()})
 }
 
 func (s *server) stopAgent(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeOptionalBody(w, r, &struct{}{}); err != nil {
 		return err
 	}
-	_, a, err := s.agent(r)
+	_, a, err := s.agentFor(r, iam.StopAgent)
 	if err != nil {
 		return err
 	}
@@ -149,7 +186,7 @@ func (s *server) stopAgent(w http.ResponseWriter, r *http.Request) error {
 		return conflict("agent %q is being deleted", a.Name)
 	}
 	return s.enqueue(w, r, state.CmdRequestStop, state.RequestStop{AgentID: a.ID, WorkID: newID(),
-		MaxAttempts: s.cfg.MaxAttempts})
+		MaxAttempts: s.cfg.MaxAttempts, ActorGroups: principal(r).ExternalGroups()})
 }
 
 // enqueue proposes stop/delete work and answers 202 with the work item.
@@ -185,7 +222,7 @@ func (s *server) writeAgent(w http.ResponseWriter, status int, id string) error 
 }
 
 func (s *server) listRevisions(w http.ResponseWriter, r *http.Request) error {
-	_, a, err := s.agent(r)
+	_, a, err := s.agentFor(r, iam.ViewAgent)
 	if err != nil {
 		return err
 	}
@@ -194,7 +231,7 @@ func (s *server) listRevisions(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) getRevision(w http.ResponseWriter, r *http.Request) error {
-	_, a, err := s.agent(r)
+	_, a, err := s.agentFor(r, iam.ViewAgent)
 	if err != nil {
 		return err
 	}
@@ -215,7 +252,7 @@ func (s *server) getRevision(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) agentWork(w http.ResponseWriter, r *http.Request) error {
-	_, a, err := s.agent(r)
+	_, a, err := s.agentFor(r, iam.ViewAgent)
 	if err != nil {
 		return err
 	}

@@ -11,12 +11,34 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/authn"
 	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/coordinator/state"
 )
+
+// authentication is the authn middleware for this handler.
+func (s *server) authentication() http.Handler {
+	next := http.HandlerFunc(serveNext)
+	if s.cfg.Authenticator != nil {
+		return s.cfg.Authenticator.Middleware(next, s.unauthorized)
+	}
+	if s.cfg.Token == "" {
+		// Authentication disabled (tests): every caller is the bootstrap
+		// identity.
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r.WithContext(authn.WithPrincipal(r.Context(),
+				iam.Principal{Kind: iam.KindBootstrap, Name: iam.BootstrapActor})))
+		})
+	}
+	return authn.New(authn.Config{Bootstrap: s.cfg.Token, Machine: s.b.Machine(), Clock: time.Now}).
+		Middleware(next, s.unauthorized)
+}
 
 // Backend is the replicated store the API drives; coordinator/store
 // implements it.
@@ -48,9 +70,18 @@ type Readier interface {
 
 // Config configures the API handler.
 type Config struct {
-	// Token is the bearer token every request except /livez and /readyz
-	// must carry. Empty disables authentication (tests only).
+	// Token is the shared bootstrap token, a cluster-admin identity. Empty
+	// with no Authenticator disables authentication: every request is the
+	// bootstrap identity (tests only).
 	Token string
+	// Authenticator authenticates callers; nil builds one from Token and
+	// the Backend's state (bootstrap and minted tokens).
+	Authenticator *authn.Authenticator
+	// IAM is the IAMDriver; nil means the built-in Cedar driver over the
+	// Backend's state.
+	IAM iam.Driver
+	// OIDC, when set, is announced by GET /v1/auth for occ login.
+	OIDC *wire.OIDCConfig
 	// MaxBodyBytes bounds request bodies (snapshot restore excepted);
 	// zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -64,9 +95,6 @@ type Config struct {
 	Metrics *prometheus.Registry
 	// MaxAttempts of enqueued work; zero means the state machine's default.
 	MaxAttempts int
-	// Actor names the authenticated principal recorded with every
-	// proposal (the audit actor); empty means DefaultActor.
-	Actor string
 	// WithActor attaches the actor to a proposal's context
 	// (store.WithActor); nil leaves the context unchanged.
 	WithActor func(ctx context.Context, actor string) context.Context
@@ -74,9 +102,6 @@ type Config struct {
 	// freezes into revisions; nil means admission's defaults.
 	HarnessVersions map[string]string
 }
-
-// DefaultActor is the actor of requests authenticated by the bearer token.
-const DefaultActor = "admin"
 
 type server struct {
 	cfg      Config
@@ -86,6 +111,11 @@ type server struct {
 	metrics  *metrics
 	mux      *http.ServeMux
 	versions map[string]string
+
+	iam            iam.Driver
+	authMiddleware http.Handler
+	metricsHandler http.Handler
+	registered     *[]Route // set by Routes()
 }
 
 // New returns the API handler over b.
@@ -95,9 +125,11 @@ func New(cfg Config, b Backend) http.Handler {
 	if s.log == nil {
 		s.log = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
-	if s.cfg.Actor == "" {
-		s.cfg.Actor = DefaultActor
+	s.iam = cfg.IAM
+	if s.iam == nil {
+		s.iam = iam.NewCedar(b.Machine())
 	}
+	s.authMiddleware = s.authentication()
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}

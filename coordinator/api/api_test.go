@@ -239,9 +239,16 @@ func TestDeployStopDelete(t *testing.T) {
 	e.reject(400, "INVALID_REQUEST", "GET", "/v1/work?owner=x", nil)
 
 	audit := e.expect(200, "GET", "/v1/audit", nil)["items"].([]any)
-	require.Len(t, audit, 2)
-	require.Equal(t, state.AuditDeploy, audit[0].(map[string]any)["action"])
-	require.Len(t, e.expect(200, "GET", "/v1/audit?after=1&limit=5", nil)["items"], 1)
+	require.Len(t, audit, 5, "namespace, configuration and agent creation, two deploys")
+	require.Equal(t, state.AuditNamespaceCreate, audit[0].(map[string]any)["action"])
+	require.Equal(t, state.AuditDeploy, audit[3].(map[string]any)["action"])
+	require.Equal(t, `Agent::"team/bot"`, audit[3].(map[string]any)["resource"])
+	require.Equal(t, "success", audit[3].(map[string]any)["outcome"])
+	require.Len(t, e.expect(200, "GET", "/v1/audit?after=4&limit=5", nil)["items"], 1)
+	require.Len(t, e.expect(200, "GET", "/v1/audit?action="+state.AuditDeploy, nil)["items"], 2)
+	require.Len(t, e.expect(200, "GET", "/v1/audit?namespace=team&actor=test", nil)["items"], 5)
+	require.Len(t, e.expect(200, "GET", "/v1/audit?actor=someone", nil)["items"], 0)
+	require.Len(t, e.expect(200, "GET", "/v1/audit?until=2000-01-01T00:00:00Z", nil)["items"], 0)
 	for _, q := range []string{"after=-1", "after=x", "limit=0", "limit=1001", "since=1"} {
 		e.reject(400, "INVALID_REQUEST", "GET", "/v1/audit?"+q, nil)
 	}
@@ -314,7 +321,13 @@ func TestCluster(t *testing.T) {
 	e.expect(201, "POST", "/v1/namespaces", map[string]any{"name": "later"})
 	require.NotEqual(t, saved, e.b.M.Digest())
 	e.expect(200, "POST", "/v1/cluster/restore", string(snap.body))
-	require.Equal(t, saved, e.b.M.Digest())
+	// The restored state plus the restore's own audit record.
+	_, ok := e.b.M.NamespaceByName("later")
+	require.False(t, ok)
+	au := e.b.M.Audit(0, 0)
+	require.Equal(t, "oce.cluster.restore", au[len(au)-1].Action)
+	require.Equal(t, "oce.cluster.join", au[len(au)-5].Action)
+	_ = saved
 	e.reject(400, "INVALID_REQUEST", "POST", "/v1/cluster/restore", "not a snapshot")
 }
 
@@ -431,13 +444,12 @@ type actorKey struct{}
 func TestActorAndOutcomeUnknown(t *testing.T) {
 	var seen []string
 	e := newEnv(t, func(c *api.Config) {
-		c.Actor = "ops@example"
 		c.WithActor = func(ctx context.Context, a string) context.Context { return context.WithValue(ctx, actorKey{}, a) }
 	})
 	e.b.ProposeHook = func(string) error { return nil }
 	e.b.ContextHook = func(ctx context.Context) { s, _ := ctx.Value(actorKey{}).(string); seen = append(seen, s) }
 	e.expect(201, "POST", "/v1/namespaces", map[string]any{"name": "team"})
-	require.Equal(t, []string{"ops@example"}, seen)
+	require.Equal(t, []string{"bootstrap"}, seen, "the bootstrap token's actor")
 
 	e.b.ProposeHook = func(string) error { return errors.New("store: not the leader; outcome unknown") }
 	r := e.reject(503, "NOT_LEADER", "POST", "/v1/namespaces", map[string]any{"name": "other"})

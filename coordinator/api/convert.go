@@ -38,11 +38,17 @@ func stateHarnessAuth(a *wire.HarnessAuth) *state.HarnessAuth {
 	return &state.HarnessAuth{Method: a.Method, CredentialKind: a.CredentialKind, SourceRef: a.SourceRef}
 }
 
-func wireAgent(a state.Agent) wire.Agent {
+func wireAgent(a state.Agent, spName string) wire.Agent {
 	return wire.Agent{ID: a.ID, NamespaceID: a.NamespaceID, Name: a.Name, ExecutionMode: a.ExecutionMode,
 		ConfigurationID: a.ConfigurationID, HarnessAuth: wireHarnessAuth(a.HarnessAuth), ComputeID: a.ComputeID,
 		Plugins: a.Plugins, ActiveRevisionID: a.ActiveRevisionID, RevisionCount: a.RevisionCount,
-		Deleting: a.Deleting, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+		Deleting: a.Deleting, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, ServicePrincipal: spName}
+}
+
+// wireAgentOf converts an Agent naming its ServicePrincipal.
+func (s *server) wireAgentOf(a state.Agent) wire.Agent {
+	sp, _ := s.b.Machine().ServicePrincipal(a.ServicePrincipalID)
+	return wireAgent(a, sp.Name)
 }
 
 func wireRevision(r state.Revision) wire.Revision {
@@ -50,19 +56,20 @@ func wireRevision(r state.Revision) wire.Revision {
 		Document: r.Document, ConfigurationID: r.ConfigurationID, ConfigurationGeneration: r.ConfigurationGeneration,
 		Harness: wire.HarnessIdentity{ID: r.Harness.ID, Version: r.Harness.Version}, Mode: r.Mode,
 		ComputeID: r.ComputeID, HarnessAuth: wireHarnessAuth(r.HarnessAuth), Plugins: r.Plugins, Status: r.Status,
-		FailureCode: r.FailureCode, FailureDetail: r.FailureDetail, CreatedAt: r.CreatedAt}
+		FailureCode: r.FailureCode, FailureDetail: r.FailureDetail, CreatedAt: r.CreatedAt,
+		ServicePrincipalID: r.ServicePrincipalID}
 }
 
 func wireWork(w state.Work) wire.Work {
 	return wire.Work{ID: w.ID, Kind: w.Kind, NamespaceID: w.NamespaceID, AgentID: w.AgentID, RevisionID: w.RevisionID,
 		State: w.State, Phase: w.Phase, Attempts: w.Attempts, MaxAttempts: w.MaxAttempts, AvailableAt: w.AvailableAt,
 		Owner: w.Owner, LeaseExpiry: w.LeaseExpiry, LastCode: w.LastCode, LastDetail: w.LastDetail, Actor: w.Actor,
-		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt}
+		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, ActorGroups: w.ActorGroups}
 }
 
 func wireAudit(r state.AuditRecord) wire.AuditRecord {
 	return wire.AuditRecord{Seq: r.Seq, Time: r.Time, Action: r.Action, Actor: r.Actor, NamespaceID: r.NamespaceID,
-		AgentID: r.AgentID, RevisionID: r.RevisionID, Details: r.Details}
+		AgentID: r.AgentID, RevisionID: r.RevisionID, Details: r.Details, Resource: r.Resource, Outcome: r.Outcome}
 }
 
 // listOf converts a state collection into a wire list (never a null items).

@@ -6,13 +6,18 @@ import (
 
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/coordinator/state"
 )
 
-// deployAgent runs admission on the leader against the Agent, its
-// Configuration and the installation, then freezes the admitted revision
-// and enqueues its activate work in one AdmitRevision entry (202). Apply
-// refuses the entry when the Agent or Configuration changed meanwhile.
+// deployAgent authorizes the deploy of the exact Agent and every reference
+// it uses (seed 002: its ServicePrincipal and credential source each get
+// their own decision), runs admission on the leader against the Agent, its
+// Configuration and the installation, enforces the Restrictions on the
+// admitted facts, then freezes the revision (with the Agent's
+// ServicePrincipal) and enqueues its activate work, recording the actor, in
+// one AdmitRevision entry (202). Apply refuses the entry when the Agent or
+// Configuration changed meanwhile.
 func (s *server) deployAgent(w http.ResponseWriter, r *http.Request) error {
 	var req wire.Deploy
 	if err := s.decodeOptionalBody(w, r, &req); err != nil {
@@ -20,6 +25,15 @@ func (s *server) deployAgent(w http.ResponseWriter, r *http.Request) error {
 	}
 	ns, a, err := s.agent(r)
 	if err != nil {
+		return err
+	}
+	agentRes := s.agentRes(ns, a)
+	// The permission first, before admission can tell the caller anything;
+	// the Restrictions once the admitted facts are known.
+	if err := s.allowWith(r, iam.DeployAgent, agentRes, ns.ID, nil, true); err != nil {
+		return err
+	}
+	if err := s.allowReferences(r, ns, a); err != nil {
 		return err
 	}
 	if a.Deleting {
@@ -43,11 +57,14 @@ func (s *server) deployAgent(w http.ResponseWriter, r *http.Request) error {
 		ConfigurationID: cfg.ID, ConfigurationGeneration: cfg.Generation,
 		Harness: out.Harness, Mode: out.Mode, ComputeID: computeID,
 		HarnessAuth: a.HarnessAuth, Plugins: a.Plugins, Status: state.RevisionPending,
-		CreatedAt: time.Now().UTC(),
+		CreatedAt: time.Now().UTC(), ServicePrincipalID: a.ServicePrincipalID,
+	}
+	if err := s.allowWith(r, iam.DeployAgent, agentRes, ns.ID, iam.DeployContext(rev, out), false); err != nil {
+		return err
 	}
 	workID := newID()
 	res, err := s.propose(r, state.CmdAdmitRevision, state.AdmitRevision{Revision: rev, WorkID: workID,
-		MaxAttempts: s.cfg.MaxAttempts})
+		MaxAttempts: s.cfg.MaxAttempts, ActorGroups: principal(r).ExternalGroups()})
 	if err != nil {
 		return err
 	}
@@ -58,5 +75,26 @@ func (s *server) deployAgent(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	writeJSON(w, http.StatusAccepted, wire.DeployResult{Revision: s.revisionView(admitted), WorkID: workID})
+	return nil
+}
+
+// allowReferences authorizes the Agent's separately protected references:
+// its ServicePrincipal and the credential source its harnessAuth names.
+func (s *server) allowReferences(r *http.Request, ns state.Namespace, a state.Agent) error {
+	m := s.b.Machine()
+	if a.ServicePrincipalID != "" {
+		sp, ok := m.ServicePrincipal(a.ServicePrincipalID)
+		if !ok || sp.NamespaceID != ns.ID {
+			return conflict("the service principal of agent %q is gone", a.Name)
+		}
+		if err := s.allow(r, iam.UseServicePrincipal, iam.ServicePrincipalResource(ns.Name, sp, a.Name), ns.ID); err != nil {
+			return err
+		}
+	}
+	if res, ok := iam.CredentialSourceResource(ns.Name, a.HarnessAuth); ok {
+		if err := s.allow(r, iam.UseCredentialSource, res, ns.ID); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -6,12 +6,13 @@ import (
 
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/iam"
 )
 
 // endpoints answers where the Agent's Gateway is reached, as the compute
 // driver reports it; 404 when the Agent has none.
 func (s *server) endpoints(w http.ResponseWriter, r *http.Request) error {
-	_, a, err := s.agent(r)
+	_, a, err := s.agentFor(r, iam.ViewAgent)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/coordinator/state"
 )
 
@@ -13,7 +14,10 @@ import (
 // qualifying SandboxDriver and native-worker support), nativeWorkers only
 // with a qualifying SandboxDriver, and sandboxDriverUnavailable during a
 // Driver outage.
-func (s *server) installation(w http.ResponseWriter, _ *http.Request) error {
+func (s *server) installation(w http.ResponseWriter, r *http.Request) error {
+	if err := s.allow(r, iam.ViewInstallation, iam.ClusterRes(), ""); err != nil {
+		return err
+	}
 	inst := s.b.Machine().Installation()
 	writeJSON(w, http.StatusOK, s.describeInstallation(inst))
 	return nil

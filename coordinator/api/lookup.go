@@ -35,8 +35,10 @@ func (s *server) caughtUp(ctx context.Context) bool {
 	return b.Barrier(ctx) == nil
 }
 
+// namespace resolves the request's {ns} for a caller who may view it
+// (authz.go: visible).
 func (s *server) namespace(r *http.Request) (state.Namespace, error) {
-	return s.namespaceIn(r.Context(), r.PathValue("ns"))
+	return s.visible(r, r.PathValue("ns"))
 }
 
 func (s *server) namespaceIn(ctx context.Context, ref string) (state.Namespace, error) {

@@ -4,8 +4,10 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"time"
 
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/coordinator/state"
 )
 
@@ -46,33 +48,69 @@ func (s *server) listWork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listOf(s.b.Machine().WorkItems(f), wireWork))
+	v := s.agentVisibility(r)
+	var out []state.Work
+	for _, wk := range s.b.Machine().WorkItems(f) {
+		if v(wk.AgentID) {
+			out = append(out, wk)
+		}
+	}
+	writeJSON(w, http.StatusOK, listOf(out, wireWork))
 	return nil
 }
 
+// getWork answers 404 for work the caller may not view, as for missing
+// work: its id tells nothing about Namespaces the caller cannot see.
 func (s *server) getWork(w http.ResponseWriter, r *http.Request) error {
 	wk, ok := s.b.Machine().Work(r.PathValue("id"))
-	if !ok {
+	if !ok || !s.agentVisibility(r)(wk.AgentID) {
 		return notFound("work %q not found", r.PathValue("id"))
 	}
 	writeJSON(w, http.StatusOK, wireWork(wk))
 	return nil
 }
 
+// agentVisibility returns a memoized ViewAgent check by Agent id (an Agent
+// that no longer exists is visible to cluster-admins only).
+func (s *server) agentVisibility(r *http.Request) func(agentID string) bool {
+	m := s.b.Machine()
+	memo := map[string]bool{}
+	return func(id string) bool {
+		if v, ok := memo[id]; ok {
+			return v
+		}
+		var v bool
+		a, ok := m.Agent(id)
+		ns, nsOK := m.Namespace(a.NamespaceID)
+		if ok && nsOK {
+			v = s.can(r, iam.ViewAgent, s.agentRes(ns, a))
+		} else {
+			v = s.can(r, iam.ViewAudit, iam.ClusterRes())
+		}
+		memo[id] = v
+		return v
+	}
+}
+
+// listAudit reads ?after=&limit=&actor=&namespace=&action=&since=&until=
+// and answers the records the caller may view: a Namespace's to those who
+// may view its audit, cluster-wide ones to cluster-admins.
 func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
+	known := map[string]bool{"after": true, "limit": true, "actor": true, "namespace": true, "action": true,
+		"since": true, "until": true}
 	for k := range q {
-		if k != "after" && k != "limit" {
+		if !known[k] {
 			return invalid("unknown query parameter %q", k)
 		}
 	}
-	after := int64(0)
+	f := state.AuditFilter{Actor: q.Get("actor"), Action: q.Get("action")}
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
 			return invalid("after must be a non-negative integer")
 		}
-		after = n
+		f.After = n
 	}
 	limit := defaultAuditLimit
 	if v := q.Get("limit"); v != "" {
@@ -82,24 +120,68 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	writeJSON(w, http.StatusOK, listOf(s.b.Machine().Audit(after, limit), wireAudit))
+	for name, dst := range map[string]*time.Time{"since": &f.Since, "until": &f.Until} {
+		if v := q.Get(name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return invalid("%s must be an RFC 3339 time", name)
+			}
+			*dst = t
+		}
+	}
+	m := s.b.Machine()
+	if ref := q.Get("namespace"); ref != "" {
+		ns, err := s.visible(r, ref)
+		if err != nil {
+			return err
+		}
+		f.NamespaceID = ns.ID
+	}
+	memo := map[string]bool{}
+	f.Visible = func(nsID string) bool {
+		if v, ok := memo[nsID]; ok {
+			return v
+		}
+		res := iam.ClusterRes()
+		if nsID != "" {
+			ns, ok := m.Namespace(nsID)
+			if !ok {
+				memo[nsID] = false
+				return false
+			}
+			res = iam.NamespaceRes(ns.Name)
+		}
+		memo[nsID] = s.can(r, iam.ViewAudit, res)
+		return memo[nsID]
+	}
+	writeJSON(w, http.StatusOK, listOf(m.AuditQuery(f, limit), wireAudit))
 	return nil
 }
 
-// status summarizes the cluster and every Agent for occ status.
+// status summarizes the cluster (for callers who may view it) and every
+// Agent the caller may view, for occ status.
 func (s *server) status(w http.ResponseWriter, r *http.Request) error {
-	cl, err := s.clusterInfo(r)
-	if err != nil {
-		return err
+	out := wire.Status{Agents: []wire.AgentSummary{}}
+	if s.can(r, iam.ViewCluster, iam.ClusterRes()) {
+		cl, err := s.clusterInfo(r)
+		if err != nil {
+			return err
+		}
+		out.Cluster = &cl
 	}
 	m := s.b.Machine()
-	out := wire.Status{Cluster: cl, Agents: []wire.AgentSummary{}}
 	nss := m.Namespaces()
 	sort.Slice(nss, func(i, j int) bool { return nss[i].Name < nss[j].Name })
 	for _, ns := range nss {
+		if !s.can(r, iam.ViewNamespace, iam.NamespaceRes(ns.Name)) {
+			continue
+		}
 		agents := m.Agents(ns.ID)
 		sort.Slice(agents, func(i, j int) bool { return agents[i].Name < agents[j].Name })
 		for _, a := range agents {
+			if !s.can(r, iam.ViewAgent, s.agentRes(ns, a)) {
+				continue
+			}
 			st := agentStatus(m, a)
 			out.Agents = append(out.Agents, wire.AgentSummary{Namespace: ns.Name, Name: a.Name, ID: a.ID,
 				ExecutionMode: a.ExecutionMode, ActiveRevisionID: a.ActiveRevisionID,

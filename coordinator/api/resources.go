@@ -5,6 +5,7 @@ import (
 
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/coordinator/state"
 )
 
@@ -12,7 +13,7 @@ import (
 func (s *server) propose(r *http.Request, typ string, payload any) (any, error) {
 	ctx := r.Context()
 	if s.cfg.WithActor != nil {
-		ctx = s.cfg.WithActor(ctx, s.cfg.Actor)
+		ctx = s.cfg.WithActor(ctx, principal(r).Actor())
 	}
 	done := s.metrics.observePropose(typ)
 	res, err := s.b.Propose(ctx, typ, payload)
@@ -20,8 +21,15 @@ func (s *server) propose(r *http.Request, typ string, payload any) (any, error) 
 	return res, err
 }
 
+// listNamespaces lists the Namespaces the caller may view.
 func (s *server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, listOf(s.b.Machine().Namespaces(), wireNamespace))
+	var out []state.Namespace
+	for _, ns := range s.b.Machine().Namespaces() {
+		if s.can(r, iam.ViewNamespace, iam.NamespaceRes(ns.Name)) {
+			out = append(out, ns)
+		}
+	}
+	writeJSON(w, http.StatusOK, listOf(out, wireNamespace))
 	return nil
 }
 
@@ -37,6 +45,9 @@ func (s *server) getNamespace(w http.ResponseWriter, r *http.Request) error {
 func (s *server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 	var req wire.CreateNamespace
 	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.allow(r, iam.CreateNamespace, iam.NamespaceRes(req.Name), ""); err != nil {
 		return err
 	}
 	if err := validName("namespace", req.Name); err != nil {
@@ -59,7 +70,13 @@ func (s *server) listConfigurations(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listOf(s.b.Machine().Configurations(ns.ID), wireConfiguration))
+	var out []state.Configuration
+	for _, c := range s.b.Machine().Configurations(ns.ID) {
+		if s.can(r, iam.ViewConfiguration, cfgRes(ns, c.Name)) {
+			out = append(out, c)
+		}
+	}
+	writeJSON(w, http.StatusOK, listOf(out, wireConfiguration))
 	return nil
 }
 
@@ -70,6 +87,9 @@ func (s *server) getConfiguration(w http.ResponseWriter, r *http.Request) error 
 	}
 	c, err := s.configurationRef(ns, r.PathValue("cfg"))
 	if err != nil {
+		return err
+	}
+	if err := s.allow(r, iam.ViewConfiguration, cfgRes(ns, c.Name), ns.ID); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, wireConfiguration(c))
@@ -83,6 +103,9 @@ func (s *server) createConfiguration(w http.ResponseWriter, r *http.Request) err
 	}
 	ns, err := s.namespace(r)
 	if err != nil {
+		return err
+	}
+	if err := s.allow(r, iam.CreateConfiguration, cfgRes(ns, req.Name), ns.ID); err != nil {
 		return err
 	}
 	if err := validName("configuration", req.Name); err != nil {
@@ -115,6 +138,9 @@ func (s *server) updateConfiguration(w http.ResponseWriter, r *http.Request) err
 	}
 	c, err := s.configurationRef(ns, r.PathValue("cfg"))
 	if err != nil {
+		return err
+	}
+	if err := s.allow(r, iam.UpdateConfiguration, cfgRes(ns, c.Name), ns.ID); err != nil {
 		return err
 	}
 	if err := s.validConfiguration(req.Document); err != nil {

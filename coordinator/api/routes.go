@@ -1,14 +1,14 @@
 package api
 
 import (
-	"crypto/subtle"
+	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/shared/codes"
 )
 
@@ -19,14 +19,28 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 const forwardedHeader = "X-Oce-Forwarded"
 
 func (s *server) routes(reg *prometheus.Registry) {
-	m := http.NewServeMux()
-	s.mux = m
+	s.mux = http.NewServeMux()
+	s.metricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	s.registerRoutes()
+}
+
+// registerRoutes registers every route; Routes() runs it without a backend
+// to list them.
+func (s *server) registerRoutes() {
+	m := s.mux
 	const ns = "/v1/namespaces/{ns}"
 	const agent = ns + "/agents/{agent}"
 
 	m.HandleFunc("GET /livez", s.livez)
 	m.HandleFunc("GET /readyz", s.readyz)
-	m.Handle("GET /metrics", s.authed(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	m.HandleFunc("GET /v1/auth", s.authConfig)
+	s.read("GET /metrics", func(w http.ResponseWriter, r *http.Request) error {
+		if err := s.allow(r, iam.ViewMetrics, iam.ClusterRes(), ""); err != nil {
+			return err
+		}
+		s.metricsHandler.ServeHTTP(w, r)
+		return nil
+	})
 
 	s.read("GET /v1/namespaces", s.listNamespaces)
 	s.write("POST /v1/namespaces", s.createNamespace)
@@ -62,18 +76,33 @@ func (s *server) routes(reg *prometheus.Registry) {
 	s.read("GET /v1/cluster/snapshot", s.clusterSnapshot)
 	s.write("POST /v1/cluster/restore", s.clusterRestore)
 
+	s.identityRoutes()
+
 	m.Handle("/", s.authed(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound("no route for %s %s", r.Method, r.URL.Path))
 	})))
 }
 
+// register records a route with its action; a route without one is a
+// programming error caught at start.
+func (s *server) register(pattern string) {
+	if _, ok := routeActions[pattern]; !ok {
+		panic("api: route " + pattern + " names no action in routeActions")
+	}
+	if s.registered != nil {
+		*s.registered = append(*s.registered, Route{Pattern: pattern, Action: routeActions[pattern]})
+	}
+}
+
 // read registers a route any node serves from its local state.
 func (s *server) read(pattern string, h handlerFunc) {
+	s.register(pattern)
 	s.mux.Handle(pattern, s.authed(s.wrap(pattern, h)))
 }
 
 // write registers a route that only the leader executes.
 func (s *server) write(pattern string, h handlerFunc) {
+	s.register(pattern)
 	inner := s.wrap(pattern, h)
 	s.mux.Handle(pattern, s.authed(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.b.IsLeader() {
@@ -94,13 +123,15 @@ func (s *server) wrap(pattern string, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		r = r.WithContext(context.WithValue(r.Context(), routeKey{}, route))
 		err := h(sw, r)
 		if err != nil {
 			e := toError(err)
 			if e.Status >= 500 {
 				s.log.Error("request failed", "route", route, "status", e.Status, "code", e.Code, "error", e.Message)
 			} else {
-				s.log.Info("request rejected", "route", route, "status", e.Status, "code", e.Code)
+				s.log.Info("request rejected", "route", route, "status", e.Status, "code", e.Code,
+					"actor", principal(r).Actor())
 			}
 			writeError(sw, e)
 		}
@@ -109,22 +140,27 @@ func (s *server) wrap(pattern string, h handlerFunc) http.Handler {
 	})
 }
 
-// authed requires the bearer token; the comparison is constant-time.
+// authed authenticates the request (authn middleware): the principal goes
+// into its context; without a valid credential it answers 401.
 func (s *server) authed(h http.Handler) http.Handler {
-	if s.cfg.Token == "" {
-		return h
-	}
-	want := []byte(s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="oce"`)
-			writeError(w, &Error{Status: http.StatusUnauthorized, Code: codes.Unauthorized,
-				Message: "a valid bearer token is required"})
-			return
-		}
-		h.ServeHTTP(w, r)
+		s.authMiddleware.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), nextKey{}, h)))
 	})
+}
+
+type nextKey struct{}
+
+// serveNext runs the handler authed wrapped, once authentication passed.
+func serveNext(w http.ResponseWriter, r *http.Request) {
+	r.Context().Value(nextKey{}).(http.Handler).ServeHTTP(w, r)
+}
+
+// unauthorized answers a request authentication refused.
+func (s *server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.Info("request unauthenticated", "path", r.URL.Path, "reason", err.Error())
+	w.Header().Set("WWW-Authenticate", `Bearer realm="oce"`)
+	writeError(w, &Error{Status: http.StatusUnauthorized, Code: codes.Unauthorized,
+		Message: "a valid bearer token is required"})
 }
 
 type statusWriter struct {

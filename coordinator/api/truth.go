@@ -13,7 +13,7 @@ import (
 // agentView converts an Agent and adds its observed status and policy.
 func (s *server) agentView(a state.Agent) wire.Agent {
 	m := s.b.Machine()
-	out := wireAgent(a)
+	out := s.wireAgentOf(a)
 	st := agentStatus(m, a)
 	out.Status = &st
 	if p, ok := m.RollbackPolicyOf(a.ID); ok {

@@ -71,7 +71,8 @@ type Compute struct {
 
 // Status is the answer of GET /v1/status: the cluster and an Agent summary.
 type Status struct {
-	Cluster Cluster        `json:"cluster"`
+	// Cluster is present for callers who may view the cluster.
+	Cluster *Cluster       `json:"cluster,omitempty"`
 	Agents  []AgentSummary `json:"agents"`
 }
 

@@ -29,6 +29,10 @@ type CreateAgent struct {
 	Plugins       []string     `json:"plugins,omitempty"`
 	// Rollback opts the Agent into exact-owner rollback.
 	Rollback *RollbackPolicy `json:"rollback,omitempty"`
+	// ServicePrincipal names an existing service principal of the
+	// Namespace (by name) as the Agent's identity; empty creates one named
+	// like the Agent, owned by it.
+	ServicePrincipal string `json:"servicePrincipal,omitempty"`
 }
 
 // UpdateAgent is the body of PATCH /v1/namespaces/{ns}/agents/{agent}; omitted

@@ -60,6 +60,9 @@ type Agent struct {
 	// Status is the Agent's observed state (truth.go).
 	Status   *AgentStatus    `json:"status,omitempty"`
 	Rollback *RollbackPolicy `json:"rollback,omitempty"`
+	// ServicePrincipal names the Agent's ServicePrincipal (its stable
+	// identity, frozen in every revision).
+	ServicePrincipal string `json:"servicePrincipal,omitempty"`
 }
 
 // HarnessIdentity is the server-approved harness a revision runs.
@@ -104,6 +107,7 @@ type Revision struct {
 	CreatedAt               time.Time       `json:"createdAt"`
 	// Runtime is what the engine observed of the revision's runtime.
 	Runtime *RevisionRuntime `json:"runtime,omitempty"`
+	ServicePrincipalID      string          `json:"servicePrincipalId,omitempty"`
 }
 
 // Work kinds.
@@ -158,6 +162,8 @@ type Work struct {
 	Actor       string    `json:"actor,omitempty"`
 	CreatedAt   time.Time `json:"createdAt"`
 	UpdatedAt   time.Time `json:"updatedAt"`
+	// ActorGroups are the groups an OIDC issuer asserted for Actor.
+	ActorGroups []string `json:"actorGroups,omitempty"`
 }
 
 // Audit actions.
@@ -179,4 +185,8 @@ type AuditRecord struct {
 	AgentID     string            `json:"agentId,omitempty"`
 	RevisionID  string            `json:"revisionId,omitempty"`
 	Details     map[string]string `json:"details,omitempty"`
+	// Resource is the exact resource acted on (Agent::"team/bot");
+	// Outcome is success, denied or failure.
+	Resource string `json:"resource,omitempty"`
+	Outcome  string `json:"outcome,omitempty"`
 }
