@@ -6,6 +6,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 
 	"oce.dev/oce/coordinator/api/wire"
@@ -75,6 +78,11 @@ type Client struct {
 	server string
 	token  string
 	hc     *http.Client
+	// explicitHTTP: the server URL said http://, which TLS options keep.
+	explicitHTTP bool
+	// scheme is what an address without one gets: https once a TLS
+	// configuration is given.
+	scheme string
 }
 
 // Option configures a Client.
@@ -83,6 +91,52 @@ type Option func(*Client)
 // WithHTTPClient replaces the HTTP client (e.g. an httptest server's).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
+// WithTLS makes the client speak TLS with cfg (addresses without a scheme
+// become https://). For a unix:// server the name checked is "localhost".
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *Client) {
+		c.scheme = "https"
+		if strings.HasPrefix(c.server, "http://"+unixHost) {
+			cfg = cfg.Clone()
+			if cfg.ServerName == "" {
+				cfg.ServerName = "localhost"
+			}
+			c.server = "https://" + unixHost
+		} else if !c.explicitHTTP {
+			c.server = "https://" + strings.TrimPrefix(c.server, "http://")
+		}
+		t := transportOf(c.hc)
+		t.TLSClientConfig = cfg
+		c.hc = &http.Client{Transport: t, Timeout: c.hc.Timeout}
+	}
+}
+
+// WithCA makes the client trust the coordinator certificates pool signed.
+func WithCA(pool *x509.CertPool) Option {
+	return WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+}
+
+// LoadCA reads a PEM CA bundle for WithCA.
+func LoadCA(file string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("client: CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("client: CA file %s holds no PEM certificate", file)
+	}
+	return pool, nil
+}
+
+// transportOf returns a copy of hc's transport to configure.
+func transportOf(hc *http.Client) *http.Transport {
+	if t, ok := hc.Transport.(*http.Transport); ok {
+		return t.Clone()
+	}
+	return http.DefaultTransport.(*http.Transport).Clone()
+}
+
 // unixHost is the host name of requests to a unix:// server.
 const unixHost = "coordinator.sock"
 
@@ -90,7 +144,8 @@ const unixHost = "coordinator.sock"
 // http(s) URL, or unix:///path/to/api.sock for a coordinator's API socket)
 // authenticating with the bearer token.
 func New(server, token string, opts ...Option) *Client {
-	c := &Client{server: normalize(server), token: token, hc: &http.Client{}}
+	c := &Client{server: normalize(server, "http"), token: token, hc: &http.Client{}, scheme: "http",
+		explicitHTTP: strings.HasPrefix(server, "http://")}
 	if sock, ok := strings.CutPrefix(server, "unix://"); ok {
 		c.server = "http://" + unixHost
 		c.hc = &http.Client{Transport: unixTransport(sock)}
@@ -124,12 +179,14 @@ func (c *Client) Ready(ctx context.Context) error {
 // Server returns the base URL the client currently talks to.
 func (c *Client) Server() string { return c.server }
 
-func normalize(s string) string {
+// normalize turns an address into a base URL; one without a scheme gets
+// scheme.
+func normalize(s, scheme string) string {
 	if s == "" {
 		s = DefaultServer
 	}
 	if !strings.Contains(s, "://") {
-		s = "http://" + s
+		s = scheme + "://" + s
 	}
 	return strings.TrimRight(s, "/")
 }
@@ -190,7 +247,7 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		}
 		resp, err := c.hc.Do(req)
 		if err != nil {
-			return nil, fmt.Errorf("client: %s %s: %w", method, u, err)
+			return nil, fmt.Errorf("client: %s %s: %w", method, u, explainTransport(err))
 		}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			return resp, nil
@@ -198,7 +255,7 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		apiErr := readError(resp)
 		resp.Body.Close()
 		if apiErr.Code == codes.NotLeader && apiErr.Leader() != "" && hop < maxRedirects {
-			base = normalize(apiErr.Leader())
+			base = normalize(apiErr.Leader(), c.scheme)
 			continue
 		}
 		return nil, apiErr
@@ -213,9 +270,32 @@ func readError(resp *http.Response) *Error {
 		if len(msg) > 200 {
 			msg = msg[:200]
 		}
+		if strings.Contains(msg, "HTTP request to an HTTPS server") {
+			msg = "the coordinator speaks TLS: use an https:// server and trust its CA (occ --ca-file, or ca: in the occ.yaml context)"
+		}
 		return &Error{Status: resp.StatusCode, Code: codes.Internal, Message: fmt.Sprintf("unexpected answer %s: %s", resp.Status, msg)}
 	}
 	return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Details: eb.Error.Details}
 }
 
 func esc(s string) string { return url.PathEscape(s) }
+
+// ErrUntrusted: the coordinator's certificate is not signed by a CA the
+// client trusts.
+var ErrUntrusted = errors.New("client: the coordinator's certificate is not trusted")
+
+// explainTransport names the usual TLS mistakes plainly.
+func explainTransport(err error) error {
+	var unknown x509.UnknownAuthorityError
+	var verify *tls.CertificateVerificationError
+	var host x509.HostnameError
+	switch {
+	case errors.As(err, &unknown), errors.As(err, &verify) && !errors.As(err, &host):
+		return fmt.Errorf("%w (%v): trust the cluster CA — occ --ca-file FILE, or ca: in the occ.yaml context (a local coordinator writes .oce/coordinator/tls/ca.crt)", ErrUntrusted, err)
+	case errors.As(err, &host):
+		return fmt.Errorf("%w: the certificate does not name this server: %v", ErrUntrusted, err)
+	case strings.Contains(err.Error(), "first record does not look like a TLS handshake"):
+		return fmt.Errorf("the coordinator does not speak TLS here (started with --insecure?): use an http:// server: %w", err)
+	}
+	return err
+}

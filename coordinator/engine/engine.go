@@ -74,6 +74,9 @@ type Config struct {
 	// active revisions whose finalization is still owed.
 	HealthInterval      time.Duration
 	MaintenanceInterval time.Duration
+	// Reauthorizer, when set, rechecks every claimed work's original actor
+	// before any compute effect (reauth.go).
+	Reauthorizer Reauthorizer
 }
 
 func (c Config) withDefaults() Config {
@@ -273,6 +276,9 @@ func (e *Engine) readinessDelay(age time.Duration) time.Duration {
 func (e *Engine) process(ctx context.Context, owner string, w state.Work) {
 	cl := e.newClaim(ctx, owner, w)
 	defer cl.close()
+	if !e.reauthorized(cl) {
+		return
+	}
 	switch w.Kind {
 	case state.WorkActivate:
 		e.activate(cl)

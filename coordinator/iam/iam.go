@@ -27,6 +27,10 @@ const (
 const (
 	BootstrapActor = "bootstrap"
 	LegacyActor    = "admin"
+	// SystemActor is the (empty) actor of work the activation engine
+	// requests itself: rollbacks and owed finalizations. The API always
+	// names its caller, so no request can pass for it.
+	SystemActor = ""
 )
 
 // ExternalPrefix prefixes the names of users and groups an OIDC issuer

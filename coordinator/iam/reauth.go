@@ -116,7 +116,10 @@ func PrincipalOf(m *state.Machine, actor string, externalGroups []string) (Princ
 }
 
 // Reauthorize checks claimed work w; a refusal is a *ReauthError. Work
-// whose Agent is gone is left to the engine's own validation.
+// whose Agent is gone is left to the engine's own validation. Work the
+// engine itself requested (no actor: a rollback under the Agent's policy, a
+// finalization still owed by an active revision) has its ownership
+// rechecked; there is no caller to reauthorize.
 func (ra *Reauthorizer) Reauthorize(ctx context.Context, w state.Work) error {
 	m := ra.Machine
 	a, ok := m.Agent(w.AgentID)
@@ -127,11 +130,18 @@ func (ra *Reauthorizer) Reauthorize(ctx context.Context, w state.Work) error {
 	if !ok || w.NamespaceID != a.NamespaceID {
 		return ownership("the work's Agent is not in the work's Namespace")
 	}
-	p, err := PrincipalOf(m, w.Actor, w.ActorGroups)
-	if err != nil {
-		return denied("original actor: %v", err)
+	system := w.Actor == SystemActor
+	var p Principal
+	if !system {
+		var err error
+		if p, err = PrincipalOf(m, w.Actor, w.ActorGroups); err != nil {
+			return denied("original actor: %v", err)
+		}
 	}
 	allow := func(act Action, res Resource, c map[string]any) error {
+		if system {
+			return nil
+		}
 		d, err := ra.Driver.Authorize(ctx, Request{Principal: p, Action: act, Resource: res, Context: c})
 		if err != nil {
 			return denied("%s on %s: %v", act, res, err)

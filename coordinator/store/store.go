@@ -89,6 +89,8 @@ type Config struct {
 	Log *slog.Logger
 	// RaftLogLevel is the minimum level of raft's own records (default info).
 	RaftLogLevel slog.Level
+	// RaftTLS, when set, makes the Raft transport mutual TLS.
+	RaftTLS *RaftTLS
 }
 
 // Store is one member of the replicated store.
@@ -151,7 +153,7 @@ func Open(cfg Config) (_ *Store, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot store: %w", err)
 	}
-	stream, err := newStreamLayer(cfg.RaftBind, cfg.RaftAdvertise)
+	stream, err := newStreamLayer(cfg.RaftBind, cfg.RaftAdvertise, cfg.RaftTLS)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}

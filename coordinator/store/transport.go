@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"time"
@@ -12,18 +14,30 @@ import (
 // connections leave from the bind address's IP when it is a specific one,
 // so a multi-homed host (or a test that gives every node its own loopback
 // IP) sees each node's traffic come from that node's address.
+//
+// With TLS set, every connection is mutual TLS: accepted ones must present
+// a certificate of the cluster CA (a member without one cannot join or send
+// entries), dialed ones present this member's.
 type streamLayer struct {
 	ln        net.Listener
 	advertise net.Addr
 	localIP   net.IP
+	tls       *RaftTLS
 }
 
-func newStreamLayer(bind, advertise string) (*streamLayer, error) {
+// RaftTLS is the mutual TLS of the Raft transport (coordinator/certs makes
+// both configurations).
+type RaftTLS struct {
+	Server *tls.Config // RequireAndVerifyClientCert with the cluster CA
+	Client *tls.Config // presents this member's certificate, verifies the peer's
+}
+
+func newStreamLayer(bind, advertise string, rt *RaftTLS) (*streamLayer, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("raft listen %s: %w", bind, err)
 	}
-	s := &streamLayer{ln: ln, advertise: ln.Addr()}
+	s := &streamLayer{ln: ln, advertise: ln.Addr(), tls: rt}
 	if advertise != "" {
 		a, err := net.ResolveTCPAddr("tcp", advertise)
 		if err != nil {
@@ -51,11 +65,27 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if s.localIP != nil {
 		d.LocalAddr = &net.TCPAddr{IP: s.localIP}
 	}
-	return d.Dial("tcp", string(address))
+	if s.tls == nil {
+		return d.Dial("tcp", string(address))
+	}
+	// The handshake runs within the dial timeout, so a peer that is not a
+	// member fails here rather than in the first RPC.
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	td := tls.Dialer{NetDialer: &d, Config: s.tls.Client}
+	return td.DialContext(ctx, "tcp", string(address))
 }
 
-// Accept implements net.Listener.
-func (s *streamLayer) Accept() (net.Conn, error) { return s.ln.Accept() }
+// Accept implements net.Listener. A TLS connection's handshake runs on its
+// first read, in raft's per-connection goroutine, so a slow or hostile
+// client never stalls the accept loop.
+func (s *streamLayer) Accept() (net.Conn, error) {
+	c, err := s.ln.Accept()
+	if err != nil || s.tls == nil {
+		return c, err
+	}
+	return tls.Server(c, s.tls.Server), nil
+}
 
 // Close implements net.Listener.
 func (s *streamLayer) Close() error { return s.ln.Close() }
