@@ -137,7 +137,13 @@ func TestRoundTrip(t *testing.T) {
 	require.NotEqual(t, saved, b.M.Digest())
 	_, err = c.SnapshotRestore(ctx, bytes.NewReader(snap.Bytes()))
 	require.NoError(t, err)
-	require.Equal(t, saved, b.M.Digest())
+	// The saved state, plus the restore's own audit record.
+	require.NotEqual(t, saved, b.M.Digest())
+	a, err := c.Agent(ctx, "team", "bot")
+	require.NoError(t, err)
+	require.False(t, a.Deleting)
+	au := b.M.Audit(0, 0)
+	require.Equal(t, "oce.cluster.restore", au[len(au)-1].Action)
 }
 
 func TestErrors(t *testing.T) {
