@@ -8,6 +8,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
@@ -90,6 +91,9 @@ type Config struct {
 	// ForwardWrites makes a follower reverse-proxy writes to the leader
 	// instead of answering NOT_LEADER.
 	ForwardWrites bool
+	// ForwardTLS, when set, is the TLS of forwarded writes (members call
+	// each other over https with their member certificates).
+	ForwardTLS *tls.Config
 	// Metrics is the registry /metrics serves and the API registers its
 	// collectors in; nil makes a private one.
 	Metrics *prometheus.Registry
@@ -112,10 +116,11 @@ type server struct {
 	mux      *http.ServeMux
 	versions map[string]string
 
-	iam            iam.Driver
-	authMiddleware http.Handler
-	metricsHandler http.Handler
-	registered     *[]Route // set by Routes()
+	iam              iam.Driver
+	authMiddleware   http.Handler
+	forwardTransport http.RoundTripper
+	metricsHandler   http.Handler
+	registered       *[]Route // set by Routes()
 }
 
 // New returns the API handler over b.
@@ -130,6 +135,11 @@ func New(cfg Config, b Backend) http.Handler {
 		s.iam = iam.NewCedar(b.Machine())
 	}
 	s.authMiddleware = s.authentication()
+	if cfg.ForwardTLS != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = cfg.ForwardTLS
+		s.forwardTransport = t
+	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}

@@ -9,10 +9,15 @@ import (
 	"oce.dev/oce/shared/codes"
 )
 
-// leaderURL turns a leader HTTP address ("host:port" or a URL) into a URL.
-func leaderURL(addr string) (*url.URL, error) {
+// leaderURL turns a leader HTTP address ("host:port" or a URL) into a URL;
+// members speak TLS to each other when ForwardTLS is set.
+func (s *server) leaderURL(addr string) (*url.URL, error) {
 	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+		scheme := "http://"
+		if s.cfg.ForwardTLS != nil {
+			scheme = "https://"
+		}
+		addr = scheme + addr
 	}
 	return url.Parse(addr)
 }
@@ -20,12 +25,13 @@ func leaderURL(addr string) (*url.URL, error) {
 // forward reverse-proxies a write to the leader, keeping the bearer token.
 // The forwarded mark stops a second hop when leadership moved meanwhile.
 func (s *server) forward(w http.ResponseWriter, r *http.Request, leader string) {
-	target, err := leaderURL(leader)
+	target, err := s.leaderURL(leader)
 	if err != nil {
 		writeError(w, notLeader(leader))
 		return
 	}
 	p := &httputil.ReverseProxy{
+		Transport: s.forwardTransport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = target.Host

@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -175,7 +176,7 @@ func benchFailover(b *testing.B, args []string) {
 					if n == leader {
 						continue
 					}
-					cl := client.New(n.HTTPAddr, c.Token)
+					cl := c.clientTo(n.HTTPAddr, c.Token, &http.Client{})
 					rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 					r, err := cl.Deploy(rctx, workloadNS, name, wire.Deploy{})
 					cancel()

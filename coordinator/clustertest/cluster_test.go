@@ -121,7 +121,7 @@ func TestPartitionedLeaderCompletesNoActivation(t *testing.T) {
 	require.NotEqual(t, old.ID, leader.ID)
 
 	// The deposed leader accepts no write: it cannot reach a quorum.
-	direct := client.New(old.HTTPAddr, c.Token, client.WithHTTPClient(&http.Client{Timeout: 15 * time.Second}))
+	direct := c.clientTo(old.HTTPAddr, c.Token, &http.Client{Timeout: 15 * time.Second})
 	_, err := direct.Deploy(ctx, workloadNS, names[agents/2], wire.Deploy{})
 	require.Error(t, err, "a write on the isolated leader must fail")
 
@@ -182,10 +182,11 @@ func activated(s snapshotOf) []string {
 // scrapeCounter reads one metric of a member's /metrics.
 func scrapeCounter(t testing.TB, c *cluster, n *node, name string) float64 {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, "http://"+n.HTTPAddr+"/metrics", nil)
+	hc, scheme := c.httpClient()
+	req, err := http.NewRequest(http.MethodGet, scheme+n.HTTPAddr+"/metrics", nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+c.Token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -267,7 +268,12 @@ func TestBackupRestoreThroughAPI(t *testing.T) {
 	_, err = c.client(follower).SnapshotRestore(ctx, bytes.NewReader(backup.Bytes()))
 	require.NoError(t, err)
 	c.applied = 0 // a restore rewinds the applied state to the backup's
-	require.Equal(t, want, c.converged(c.Nodes))
+	// The backup's state plus the restore's own audit record, on every member.
+	require.NotEqual(t, want, c.converged(c.Nodes))
+	restores, err := c.client(leader).AuditQuery(ctx, client.AuditFilter{Action: "oce.cluster.restore"})
+	require.NoError(t, err)
+	require.Len(t, restores, 1)
+	require.Equal(t, "bootstrap", restores[0].Actor)
 	for _, a := range c.read(ctx, t, follower).agents {
 		require.Empty(t, a.ActiveRevisionID, "restored to the pre-deploy state")
 	}

@@ -2,6 +2,8 @@ package clustertest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -18,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/certs"
 	"oce.dev/oce/coordinator/client"
 )
 
@@ -72,6 +75,10 @@ type cluster struct {
 	Nodes     []*node
 	TokenFile string
 	Token     string
+	// CA is the cluster CA every member's certificate chains to; nil for an
+	// --insecure cluster.
+	CA  *x509.CertPool
+	pki string // the CA and member certificates' directory
 	// applied is the highest index a converged() call has seen: a member
 	// restarted since then has converged only once it replayed that far
 	// (a node that has not yet replayed its log reports the empty state).
@@ -89,10 +96,11 @@ func freePort(t testing.TB, ip string) string {
 }
 
 type clusterOpts struct {
-	size    int
-	proxied bool     // a cuttable proxy in front of every Raft port
-	args    []string // extra coordinator flags
-	ipBase  int      // members use 127.0.0.<ipBase+i>
+	insecure bool // plain HTTP and Raft (--insecure) instead of TLS
+	size     int
+	proxied  bool     // a cuttable proxy in front of every Raft port
+	args     []string // extra coordinator flags
+	ipBase   int      // members use 127.0.0.<ipBase+i>
 }
 
 // startCluster starts size members: the first bootstraps, the others join
@@ -104,6 +112,10 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 	require.NoError(t, os.WriteFile(c.TokenFile, []byte(c.Token+"\n"), 0o600))
 	if o.ipBase == 0 {
 		o.ipBase = 40
+	}
+	if !o.insecure {
+		c.pki = filepath.Join(root, "pki")
+		c.CA = makePKI(t, c.pki, o.size, o.ipBase)
 	}
 	for i := 1; i <= o.size; i++ {
 		ip := fmt.Sprintf("127.0.0.%d", o.ipBase+i)
@@ -153,6 +165,12 @@ func (c *cluster) start(n *node) {
 		"--http-addr", n.HTTPAddr, "--token-file", c.TokenFile}
 	if n.Join != "" {
 		args = append(args, "--join", n.Join)
+	}
+	if c.CA == nil {
+		args = append(args, "--insecure")
+	} else {
+		args = append(args, "--tls-ca", filepath.Join(c.pki, "ca.crt"), "--tls-cert", filepath.Join(c.pki, n.ID+".crt"),
+			"--tls-key", filepath.Join(c.pki, n.ID+".key"))
 	}
 	args = append(args, n.extraArgs...)
 	logf, err := os.OpenFile(n.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -214,7 +232,46 @@ func (c *cluster) info(ctx context.Context, n *node) (wire.Cluster, error) {
 }
 
 func (c *cluster) client(n *node) *client.Client {
-	return client.New(n.HTTPAddr, c.Token, client.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
+	return c.clientTo(n.HTTPAddr, c.Token, &http.Client{Timeout: 10 * time.Second})
+}
+
+// clientTo is a client of addr with token, trusting the cluster CA.
+func (c *cluster) clientTo(addr, token string, hc *http.Client) *client.Client {
+	opts := []client.Option{client.WithHTTPClient(hc)}
+	if c.CA != nil {
+		opts = append(opts, client.WithCA(c.CA))
+	}
+	return client.New(addr, token, opts...)
+}
+
+// httpClient is a plain HTTP client that trusts the cluster CA, and the
+// scheme of the members' API.
+func (c *cluster) httpClient() (*http.Client, string) {
+	if c.CA == nil {
+		return http.DefaultClient, "http://"
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.CA}}}, "https://"
+}
+
+// makePKI writes a cluster CA and one certificate per member (n1…, naming
+// its loopback IP) into dir.
+func makePKI(t testing.TB, dir string, size, ipBase int) *x509.CertPool {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	now := time.Now()
+	caPEM, caKey, err := certs.NewCA("clustertest CA", now)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "ca.crt"), caPEM, 0o644))
+	for i := 1; i <= size+2; i++ { // spare certificates for members added later
+		crt, key, err := certs.Issue(caPEM, caKey, fmt.Sprintf("n%d", i),
+			[]string{fmt.Sprintf("127.0.0.%d", ipBase+i), "localhost"}, now, time.Hour*24)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("n%d.crt", i)), crt, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("n%d.key", i)), key, 0o600))
+	}
+	pool, err := certs.LoadPool(filepath.Join(dir, "ca.crt"))
+	require.NoError(t, err)
+	return pool
 }
 
 // waitLeader waits until every running node among ns names the same leader,

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"oce.dev/oce/coordinator/certs"
 	"oce.dev/oce/coordinator/compute/memory"
 )
 
@@ -96,12 +99,18 @@ func TestRunServesDriverInstanceOnEveryListener(t *testing.T) {
 		}
 		return string(b[:len(b)-1])
 	}
+	// Every listener serves TLS with the dev CA the node made (no TLS flags).
+	var pool *x509.CertPool
+	require.Eventually(t, func() bool {
+		pool, err = certs.LoadPool(filepath.Join(d, certs.DevDir, certs.CAFile))
+		return err == nil
+	}, 20*time.Second, 20*time.Millisecond)
 	for _, s := range []string{sock, filepath.Join(d, "api.sock")} {
 		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", s)
-		}}}
+		}, TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}}}
 		require.Eventually(t, func() bool {
-			req, _ := http.NewRequest(http.MethodGet, "http://coordinator/metrics", nil)
+			req, _ := http.NewRequest(http.MethodGet, "https://coordinator/metrics", nil)
 			req.Header.Set("Authorization", "Bearer "+token())
 			res, err := hc.Do(req)
 			if err != nil {

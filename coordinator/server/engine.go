@@ -16,6 +16,9 @@ import (
 func runEngine(ctx context.Context, cfg Config, st *store.Store, driver compute.Driver, log *slog.Logger) {
 	ecfg := cfg.Engine
 	ecfg.Owner = st.NodeID()
+	if ra := reauthorizer(cfg, st.Machine(), driver); ra != nil {
+		ecfg.Reauthorizer = ra
+	}
 	for {
 		e := engine.New(ecfg, st, driver, nil, log)
 		log.Info("activation engine started", "term", st.Stats().Term)

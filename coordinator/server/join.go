@@ -22,14 +22,14 @@ const (
 // follower's NOT_LEADER answer names the leader, which the client tries
 // next), retrying until it succeeds or ctx ends. targets is a
 // comma-separated list of HTTP addresses, tried in turn.
-func joinCluster(ctx context.Context, log *slog.Logger, targets, token string, req wire.ClusterJoin) error {
+func joinCluster(ctx context.Context, log *slog.Logger, targets, token string, req wire.ClusterJoin, opts ...client.Option) error {
 	list := strings.Split(targets, ",")
 	delay := joinRetryMin
 	for attempt := 0; ; attempt++ {
 		target := strings.TrimSpace(list[attempt%len(list)])
 		if target != "" {
 			rctx, cancel := context.WithTimeout(ctx, joinRequestTTL)
-			_, err := client.New(target, token).Join(rctx, req.ID, req.RaftAddr, req.HTTPAddr)
+			_, err := client.New(target, token, opts...).Join(rctx, req.ID, req.RaftAddr, req.HTTPAddr)
 			cancel()
 			if err == nil {
 				log.Info("joined the cluster", "via", target)

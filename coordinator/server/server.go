@@ -19,6 +19,8 @@ import (
 
 	"oce.dev/oce/coordinator/api"
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/authn"
+	"oce.dev/oce/coordinator/client"
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/engine"
 	"oce.dev/oce/coordinator/store"
@@ -80,6 +82,18 @@ type Config struct {
 	// created (0600) with a random token when missing; every member of a
 	// cluster must hold the same token.
 	TokenFile string
+	// TLSCert, TLSKey and TLSCA are the member's certificate, its key and
+	// the cluster CA: the API serves TLS with the certificate (reloaded when
+	// the files change) and members speak mutual TLS among themselves (Raft,
+	// forwarded writes, join). All empty on a node that bootstraps: a local
+	// CA and certificate are made in <DataDir>/tls (the dev setup).
+	TLSCert, TLSKey, TLSCA string
+	// Insecure serves plain HTTP and plain Raft, with a warning.
+	Insecure bool
+	// Authorization is cedar (default) or off (only with Insecure).
+	Authorization string
+	// OIDC, when Issuer is set, accepts bearer JWTs from that issuer.
+	OIDC authn.OIDCConfig
 	// Timeouts are the Raft timings (hashicorp/raft defaults when zero).
 	Timeouts store.Timeouts
 	// Engine tunes the activation engine (its defaults when zero); Owner is
@@ -157,6 +171,7 @@ type node struct {
 	driver    compute.Driver
 	st        *store.Store
 	srv       *http.Server
+	tls       *transportSecurity // nil with Insecure
 }
 
 // Run runs one coordinator until ctx ends, then stops gracefully: a leader
@@ -172,6 +187,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}{
 		{"identity", n.identity},
 		{"listen", n.listen},
+		{"security", func(context.Context) error { return n.security() }},
 		{"driver", n.openDriver},
 		{"store", n.openStore},
 	} {
@@ -179,7 +195,10 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	serveErr := n.serve()
+	serveErr, err := n.serve()
+	if err != nil {
+		return err
+	}
 	n.log.Info("coordinator started", "raftAddr", n.st.RaftAddr(), "httpAddr", n.httpAdv, "dataDir", n.cfg.DataDir,
 		"driver", n.driver.Capabilities().Name, "join", n.cfg.Join != "")
 	if err := n.join(ctx); err != nil {
@@ -265,6 +284,7 @@ func (n *node) openStore(context.Context) error {
 		NodeID: n.id, DataDir: n.cfg.DataDir, RaftBind: n.cfg.RaftAddr, RaftAdvertise: n.cfg.RaftAdvertise,
 		HTTPAddr: n.httpAdv, Bootstrap: n.cfg.Join == "", Timeouts: n.cfg.Timeouts, Clock: n.cfg.Clock, Log: n.log,
 		OnLeader: func(ctx context.Context, s *store.Store) { runEngine(ctx, n.cfg, s, n.driver, n.log) },
+		RaftTLS:  n.raftTLS(),
 	})
 	if err != nil {
 		return err
@@ -276,21 +296,41 @@ func (n *node) openStore(context.Context) error {
 
 // serve starts the API on every listener; the channel receives the first
 // listener's failure.
-func (n *node) serve() <-chan error {
+func (n *node) serve() (<-chan error, error) {
+	auth, oidc, err := n.authenticator(n.st.Machine())
+	if err != nil {
+		return nil, err
+	}
+	acfg := api.Config{Token: n.token, Authenticator: auth, IAM: n.iamDriver(n.st.Machine()), OIDC: oidc,
+		Log: n.log.With("component", "api"), Metrics: n.cfg.Metrics, ForwardWrites: true, WithActor: store.WithActor}
+	if n.tls != nil {
+		acfg.ForwardTLS = n.tls.peerClient()
+	}
 	n.srv = &http.Server{
-		Handler: api.New(api.Config{Token: n.token, Log: n.log.With("component", "api"), Metrics: n.cfg.Metrics,
-			ForwardWrites: true, WithActor: store.WithActor}, backend{Store: n.st, driver: n.driver}),
+		Handler:           api.New(acfg, backend{Store: n.st, driver: n.driver}),
 		ReadHeaderTimeout: readHeaderTimeout,
+		// Handshake failures (a client without the CA, plain HTTP on a TLS
+		// port) are the client's; they go to the JSON log at debug.
+		ErrorLog: slog.NewLogLogger(n.log.With("component", "http").Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, len(n.listeners))
 	for _, ln := range n.listeners {
+		ln := n.wrapTLS(ln)
 		go func() {
 			if err := n.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
 			}
 		}()
 	}
-	return errc
+	return errc, nil
+}
+
+// raftTLS is the Raft transport's mutual TLS, nil with Insecure.
+func (n *node) raftTLS() *store.RaftTLS {
+	if n.tls == nil {
+		return nil
+	}
+	return n.tls.raft()
 }
 
 // join asks the members named in Join to add this node, in the background,
@@ -305,7 +345,11 @@ func (n *node) join(ctx context.Context) error {
 	}
 	req := wire.ClusterJoin{ID: n.id, RaftAddr: n.st.RaftAddr(), HTTPAddr: n.httpAdv}
 	go func() {
-		if err := joinCluster(ctx, n.log, n.cfg.Join, n.token, req); err != nil && ctx.Err() == nil {
+		var opts []client.Option
+		if n.tls != nil {
+			opts = append(opts, client.WithTLS(n.tls.peerClient()))
+		}
+		if err := joinCluster(ctx, n.log, n.cfg.Join, n.token, req, opts...); err != nil && ctx.Err() == nil {
 			n.log.Error("join failed", "error", err.Error())
 		}
 	}()

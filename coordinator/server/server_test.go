@@ -113,6 +113,12 @@ func TestRunEmbeddedDefaultLayout(t *testing.T) {
 	st, err := os.Stat(tokenPath)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	// TLS by default: a local CA and the member's certificate, key 0600.
+	for name, mode := range map[string]os.FileMode{"tls/ca.crt": 0o644, "tls/ca.key": 0o600, "tls/node.crt": 0o644, "tls/node.key": 0o600} {
+		st, err := os.Stat(filepath.Join(dir, name))
+		require.NoError(t, err, name)
+		require.Equal(t, mode, st.Mode().Perm(), name)
+	}
 	cancel()
 	select {
 	case err := <-done:
