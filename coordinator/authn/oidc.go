@@ -41,7 +41,7 @@ const (
 	DefaultGroupsClaim   = "groups"
 	// discoveryRetry paces discovery attempts after a failure, so an
 	// unreachable issuer is not asked on every request.
-	discoveryRetry = 5 * time.Second
+	discoveryRetry  = 5 * time.Second
 	oidcHTTPTimeout = 10 * time.Second
 )
 

@@ -104,7 +104,9 @@ func (n *node) security() error {
 	if err != nil {
 		return err
 	}
-	rl.OnError = func(err error) { n.log.Warn("certificate reload failed; serving the previous one", "error", err.Error()) }
+	rl.OnError = func(err error) {
+		n.log.Warn("certificate reload failed; serving the previous one", "error", err.Error())
+	}
 	pool, err := certs.LoadPool(files.CA)
 	if err != nil {
 		return err
