@@ -302,12 +302,15 @@ func (s *devStart) savePids() error {
 // waitReady polls the API socket until the coordinator is ready.
 func (s *devStart) waitReady(ctx context.Context) error {
 	logFile := s.path(devStateDir, "coordinator.log")
-	cl := client.New("unix://"+DevAPISocket(s.o.dir), "")
 	deadline := time.Now().Add(s.o.wait)
 	for {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := cl.Ready(rctx)
-		cancel()
+		// The coordinator writes its CA before it listens.
+		cl, err := s.devClient("")
+		if err == nil {
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err = cl.Ready(rctx)
+			cancel()
+		}
 		if err == nil {
 			break
 		}
@@ -337,7 +340,10 @@ func (s *devStart) waitReady(ctx context.Context) error {
 
 // defaultNamespace creates the default Namespace once.
 func (s *devStart) defaultNamespace(ctx context.Context) error {
-	cl := client.New("unix://"+DevAPISocket(s.o.dir), s.token)
+	cl, err := s.devClient(s.token)
+	if err != nil {
+		return err
+	}
 	if _, err := cl.Namespace(ctx, DefaultNamespace); err == nil {
 		return nil
 	}
@@ -364,10 +370,11 @@ func describeIsolation(namespaced, isolated, real bool) string {
 func printNext(w io.Writer, httpAddr, dir string) {
 	server, down := "", ""
 	if httpAddr != devInnerHTTPAddr {
-		server = " --server http://" + httpAddr
+		server = " --server https://" + httpAddr
 	}
 	if wd, err := os.Getwd(); err != nil || filepath.Join(wd, DefaultDevDir) != dir {
-		server += " --token-file " + filepath.Join(dir, devCoordinatorDir, "token")
+		server += " --token-file " + filepath.Join(dir, devCoordinatorDir, "token") +
+			" --ca-file " + filepath.Join(dir, devCoordinatorDir, "tls", "ca.crt")
 		down = " --dir " + dir
 	}
 	fmt.Fprintf(w, `
@@ -397,4 +404,14 @@ func randomToken() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// devClient is a client of the dev coordinator's API socket, trusting the
+// CA the coordinator made in its data dir (it serves TLS by default).
+func (s *devStart) devClient(token string) (*client.Client, error) {
+	pool, err := client.LoadCA(s.path(devCoordinatorDir, "tls", "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	return client.New("unix://"+DevAPISocket(s.o.dir), token, client.WithCA(pool)), nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -76,29 +77,59 @@ func clusterTable(c wire.Cluster) table {
 }
 
 func (a *app) auditCmd() *cobra.Command {
-	var after int64
-	var limit int
+	var f client.AuditFilter
+	var since, until string
 	c := &cobra.Command{
-		Use: "audit", Short: "List audit records", Args: cobra.NoArgs,
+		Use: "audit", Short: "List audit records (filter by actor, namespace with -n, action, time)", Args: cobra.NoArgs,
+		Example: `  occ audit --actor user:alice --since 24h
+  occ audit -n team --action openclaw.agents.lifecycle.deploy`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if f.Since, err = parseWhen(since); err != nil {
+				return usageError(fmt.Errorf("--since: %w", err))
+			}
+			if f.Until, err = parseWhen(until); err != nil {
+				return usageError(fmt.Errorf("--until: %w", err))
+			}
+			// The namespace filters only when asked for: -n or OCC_NAMESPACE.
+			if cmd.Flags().Changed("namespace") || a.opts.Getenv("OCC_NAMESPACE") != "" {
+				f.Namespace = a.settings.Namespace
+			}
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
-			recs, err := a.client().Audit(ctx, after, limit)
+			recs, err := a.client().AuditQuery(ctx, f)
 			if err != nil {
 				return err
 			}
 			return a.print(cmd.OutOrStdout(), recs, func() table {
-				t := table{header: []string{"SEQ", "TIME", "ACTION", "ACTOR", "AGENT", "REVISION"}}
+				t := table{header: []string{"SEQ", "TIME", "ACTOR", "ACTION", "RESOURCE", "OUTCOME", "REVISION"}}
 				for _, r := range recs {
-					t.rows = append(t.rows, []string{itoa(r.Seq), ts(r.Time), r.Action, dash(r.Actor), short(r.AgentID), short(r.RevisionID)})
+					t.rows = append(t.rows, []string{itoa(r.Seq), ts(r.Time), dash(r.Actor), r.Action, dash(r.Resource),
+						dash(r.Outcome), short(r.RevisionID)})
 				}
 				return t
 			})
 		},
 	}
-	c.Flags().Int64Var(&after, "after", 0, "only records with a sequence number above this")
-	c.Flags().IntVar(&limit, "limit", 0, "at most this many records (server default 100, max 1000)")
+	fl := c.Flags()
+	fl.Int64Var(&f.After, "after", 0, "only records with a sequence number above this")
+	fl.IntVar(&f.Limit, "limit", 0, "at most this many records (server default 100, max 1000)")
+	fl.StringVar(&f.Actor, "actor", "", "only this actor's records (user:<name>, serviceprincipal:<ns>/<name>, bootstrap)")
+	fl.StringVar(&f.Action, "action", "", "only this action (e.g. openclaw.agents.lifecycle.deploy)")
+	fl.StringVar(&since, "since", "", "only records at or after this time (RFC 3339, or a duration ago like 24h)")
+	fl.StringVar(&until, "until", "", "only records before this time (RFC 3339, or a duration ago)")
 	return c
+}
+
+// parseWhen reads an RFC 3339 time or a duration before now.
+func parseWhen(v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		return time.Now().Add(-d), nil
+	}
+	return time.Parse(time.RFC3339, v)
 }
 
 func (a *app) workCmd() *cobra.Command {

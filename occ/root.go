@@ -5,6 +5,7 @@ package occ
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -67,9 +68,10 @@ func (e *ExitError) Unwrap() error { return e.Err }
 type app struct {
 	opts Options
 	// global flags
-	server, token, tokenFile, namespace, output string
+	server, token, tokenFile, namespace, output, caFile, contextName string
 	// resolved in PersistentPreRunE
 	settings settings
+	caPool   *x509.CertPool
 }
 
 func (o *Options) defaults() {
@@ -105,6 +107,11 @@ func NewRootCommand(opts Options) *cobra.Command {
 				return err
 			}
 			a.settings = s
+			if s.CAFile != "" {
+				if a.caPool, err = client.LoadCA(s.CAFile); err != nil {
+					return err
+				}
+			}
 			return nil
 		},
 	}
@@ -117,6 +124,8 @@ func NewRootCommand(opts Options) *cobra.Command {
 	f.StringVar(&a.tokenFile, "token-file", "", "file holding the bearer token, '-' for stdin (default ./"+defaultTokenFile+" when present)")
 	f.StringVarP(&a.namespace, "namespace", "n", "", "namespace (env OCC_NAMESPACE; default "+DefaultNamespace+")")
 	f.StringVarP(&a.output, "output", "o", "", "output format: table, json or yaml")
+	f.StringVar(&a.caFile, "ca-file", "", "CA bundle that signed the coordinator's certificate (env OCC_CA_FILE; default ./"+defaultCAFile+" when present)")
+	f.StringVar(&a.contextName, "context", "", "the occ.yaml context to use (env OCC_CONTEXT; default its currentContext)")
 
 	root.AddGroup(&cobra.Group{ID: "resources", Title: "Resources:"},
 		&cobra.Group{ID: "ops", Title: "Operations:"})
@@ -126,6 +135,11 @@ func NewRootCommand(opts Options) *cobra.Command {
 	}
 	for _, c := range []*cobra.Command{a.statusCmd(), a.auditCmd(), a.workCmd(), a.installationCmd(), a.clusterCmd()} {
 		c.GroupID = "ops"
+		root.AddCommand(c)
+	}
+	root.AddGroup(&cobra.Group{ID: "access", Title: "Access:"})
+	for _, c := range a.accessCmds() {
+		c.GroupID = "access"
 		root.AddCommand(c)
 	}
 	a.registerDev(root)
@@ -176,6 +190,9 @@ func (a *app) client() *client.Client {
 	var opts []client.Option
 	if a.opts.HTTPClient != nil {
 		opts = append(opts, client.WithHTTPClient(a.opts.HTTPClient))
+	}
+	if a.caPool != nil {
+		opts = append(opts, client.WithCA(a.caPool))
 	}
 	return client.New(a.settings.Server, a.settings.Token, opts...)
 }

@@ -17,23 +17,57 @@ import (
 // DefaultNamespace is used when neither -n, OCC_NAMESPACE nor occ.yaml names one.
 const DefaultNamespace = "default"
 
-// defaultTokenFile is the token a local coordinator writes beside its data.
-const defaultTokenFile = ".oce/coordinator/token"
+// defaultTokenFile is the token a local coordinator writes beside its data,
+// defaultCAFile the CA of the TLS it serves by default.
+const (
+	defaultTokenFile = ".oce/coordinator/token"
+	defaultCAFile    = ".oce/coordinator/tls/ca.crt"
+)
 
 // maxTokenBytes bounds a token file.
 const maxTokenBytes = 4096
 
-// FileConfig is ~/.config/oce/occ.yaml.
+// FileConfig is ~/.config/oce/occ.yaml: named contexts (like a
+// kubeconfig's) and the current one. The top-level server, tokenFile,
+// caFile and namespace are the settings of occ.yaml files from before
+// contexts and apply when no context is selected.
 type FileConfig struct {
+	CurrentContext string    `json:"currentContext,omitempty"`
+	Contexts       []Context `json:"contexts,omitempty"`
+	Server         string    `json:"server,omitempty"`
+	TokenFile      string    `json:"tokenFile,omitempty"`
+	CAFile         string    `json:"caFile,omitempty"`
+	Namespace      string    `json:"namespace,omitempty"`
+	Output         string    `json:"output,omitempty"`
+}
+
+// Context is one named coordinator: its URL, the CA that signed its
+// certificate, the file holding the token, and a default Namespace.
+type Context struct {
+	Name      string `json:"name"`
 	Server    string `json:"server,omitempty"`
+	CAFile    string `json:"ca,omitempty"`
 	TokenFile string `json:"tokenFile,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
-	Output    string `json:"output,omitempty"`
+}
+
+// context returns the named context.
+func (fc *FileConfig) context(name string) (*Context, bool) {
+	for i := range fc.Contexts {
+		if fc.Contexts[i].Name == name {
+			return &fc.Contexts[i], true
+		}
+	}
+	return nil, false
 }
 
 // settings are the resolved global options.
 type settings struct {
 	Server, Token, Namespace, Output string
+	// CAFile is the CA bundle the client trusts ("" = the system roots).
+	CAFile string
+	// Context names the selected context ("" = none); ConfigPath is occ.yaml.
+	Context, ConfigPath string
 }
 
 func defaultConfigFile() string {
@@ -61,21 +95,43 @@ func loadFileConfig(path string) (FileConfig, error) {
 	return fc, nil
 }
 
-// resolve applies flags over the environment over occ.yaml over defaults.
-func (a *app) resolve(cmd *cobra.Command) (settings, error) {
-	cfgPath := a.opts.ConfigFile
-	if cfgPath == "" {
-		cfgPath = defaultConfigFile()
+func (a *app) configPath() string {
+	if a.opts.ConfigFile != "" {
+		return a.opts.ConfigFile
 	}
+	return defaultConfigFile()
+}
+
+// resolve applies flags over the environment over the selected context of
+// occ.yaml (or its top-level settings) over defaults.
+func (a *app) resolve(cmd *cobra.Command) (settings, error) {
+	cfgPath := a.configPath()
 	fc, err := loadFileConfig(cfgPath)
 	if err != nil {
 		return settings{}, err
 	}
 	env := a.opts.Getenv
+	ctx := Context{Server: fc.Server, CAFile: fc.CAFile, TokenFile: fc.TokenFile, Namespace: fc.Namespace}
+	name := first(a.contextName, env("OCC_CONTEXT"), fc.CurrentContext)
+	if name != "" {
+		c, ok := fc.context(name)
+		if !ok {
+			return settings{}, usageError(fmt.Errorf("no context %q in %s (occ context list)", name, cfgPath))
+		}
+		ctx = *c
+	}
 	s := settings{
-		Server:    first(a.server, env("OCC_SERVER"), fc.Server, client.DefaultServer),
-		Namespace: first(a.namespace, env("OCC_NAMESPACE"), fc.Namespace, DefaultNamespace),
-		Output:    first(a.output, fc.Output, "table"),
+		Server:     first(a.server, env("OCC_SERVER"), ctx.Server, client.DefaultServer),
+		Namespace:  first(a.namespace, env("OCC_NAMESPACE"), ctx.Namespace, DefaultNamespace),
+		Output:     first(a.output, fc.Output, "table"),
+		CAFile:     first(a.caFile, env("OCC_CA_FILE"), ctx.CAFile),
+		Context:    name,
+		ConfigPath: cfgPath,
+	}
+	if s.CAFile == "" {
+		if p := filepath.Join(a.opts.WorkDir, defaultCAFile); fileExists(p) {
+			s.CAFile = p
+		}
 	}
 	switch s.Output {
 	case "table", "json", "yaml":
@@ -89,8 +145,8 @@ func (a *app) resolve(cmd *cobra.Command) (settings, error) {
 		s.Token, err = a.readToken(a.tokenFile)
 	case env("OCC_TOKEN") != "":
 		s.Token = env("OCC_TOKEN")
-	case fc.TokenFile != "":
-		s.Token, err = a.readToken(fc.TokenFile)
+	case ctx.TokenFile != "":
+		s.Token, err = a.readToken(ctx.TokenFile)
 	default:
 		p := filepath.Join(a.opts.WorkDir, defaultTokenFile)
 		if _, statErr := os.Stat(p); statErr == nil {
@@ -150,4 +206,24 @@ func isUsage(err error) bool {
 	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
 		strings.HasPrefix(msg, "unknown shorthand flag") || strings.HasPrefix(msg, "invalid argument") || strings.Contains(msg, "accepts ") ||
 		strings.Contains(msg, "requires at least") || strings.Contains(msg, "required flag")
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// saveFileConfig writes occ.yaml (mode 0600: it names token files).
+func saveFileConfig(path string, fc FileConfig) error {
+	if path == "" {
+		return errors.New("no occ.yaml path (set HOME or --config)")
+	}
+	b, err := yaml.Marshal(fc)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
 }

@@ -22,8 +22,9 @@ import (
 	"oce.dev/oce/shared/codes"
 )
 
-// DefaultServer is the coordinator's default listen address.
-const DefaultServer = "http://127.0.0.1:7400"
+// DefaultServer is the coordinator's default listen address; without a
+// scheme it is https with a CA (WithTLS, WithCA), http otherwise.
+const DefaultServer = "127.0.0.1:7400"
 
 // maxRedirects bounds NOT_LEADER hops per call.
 const maxRedirects = 3
