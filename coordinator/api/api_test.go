@@ -246,7 +246,7 @@ func TestDeployStopDelete(t *testing.T) {
 	require.Equal(t, "success", audit[3].(map[string]any)["outcome"])
 	require.Len(t, e.expect(200, "GET", "/v1/audit?after=4&limit=5", nil)["items"], 1)
 	require.Len(t, e.expect(200, "GET", "/v1/audit?action="+state.AuditDeploy, nil)["items"], 2)
-	require.Len(t, e.expect(200, "GET", "/v1/audit?namespace=team&actor=test", nil)["items"], 5)
+	require.Len(t, e.expect(200, "GET", "/v1/audit?namespace=team&actor=bootstrap", nil)["items"], 5)
 	require.Len(t, e.expect(200, "GET", "/v1/audit?actor=someone", nil)["items"], 0)
 	require.Len(t, e.expect(200, "GET", "/v1/audit?until=2000-01-01T00:00:00Z", nil)["items"], 0)
 	for _, q := range []string{"after=-1", "after=x", "limit=0", "limit=1001", "since=1"} {

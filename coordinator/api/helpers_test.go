@@ -30,7 +30,7 @@ func newEnv(t *testing.T, mut ...func(*api.Config)) *env {
 	t.Helper()
 	b := apitest.New()
 	reg := prometheus.NewRegistry()
-	cfg := api.Config{Token: testToken, Metrics: reg, MaxBodyBytes: 64 << 10}
+	cfg := api.Config{Token: testToken, Metrics: reg, MaxBodyBytes: 64 << 10, WithActor: apitest.WithActor}
 	for _, m := range mut {
 		m(&cfg)
 	}

@@ -2,6 +2,8 @@ package state
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"time"
 )
@@ -161,4 +163,17 @@ func (m *Machine) AuditQuery(f AuditFilter, limit int) []AuditRecord {
 		out = append(out, cloneAudit(r))
 	}
 	return out
+}
+
+// DigestWithoutAudit is Digest of the state with an empty audit log: equal
+// before and after a request means the request changed nothing but (at
+// most) the audit log — what a denied write may change.
+func (m *Machine) DigestWithoutAudit() string {
+	m.mu.RLock()
+	d := m.d
+	d.audit, d.auditSeq = nil, 0
+	b := d.marshal()
+	m.mu.RUnlock()
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

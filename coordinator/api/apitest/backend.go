@@ -18,6 +18,14 @@ import (
 	"oce.dev/oce/coordinator/state"
 )
 
+type actorKey struct{}
+
+// WithActor is api.Config.WithActor for this Backend: proposals carry the
+// actor as the Raft store's do ("test" without one).
+func WithActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
 // NotLeaderError is what a follower Backend's Propose returns.
 type NotLeaderError struct{ Leader string }
 
@@ -100,7 +108,11 @@ func (b *Backend) Propose(ctx context.Context, typ string, payload any) (any, er
 			return nil, err
 		}
 	}
-	entry, err := state.Encode(typ, b.now(), "test", payload)
+	actor := "test"
+	if a, ok := ctx.Value(actorKey{}).(string); ok && a != "" {
+		actor = a
+	}
+	entry, err := state.Encode(typ, b.now(), actor, payload)
 	if err != nil {
 		return nil, err
 	}
