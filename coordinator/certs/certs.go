@@ -47,8 +47,8 @@ const (
 	// issued again once less than RenewBefore remains.
 	LeafValidity = 365 * 24 * time.Hour
 	RenewBefore  = 30 * 24 * time.Hour
-	// reloadCheck bounds how often the certificate files are looked at.
-	reloadCheck = time.Second
+	// ReloadCheck bounds how often the certificate files are looked at.
+	ReloadCheck = time.Second
 )
 
 // ErrNoCertificate: a PEM file holds no usable certificate or key.
@@ -203,6 +203,9 @@ type Reloader struct {
 	checkedAt time.Time
 	// OnError, when set, hears of a changed pair that failed to load.
 	OnError func(error)
+	// CheckEvery bounds how often the files are looked at (default
+	// ReloadCheck; tests set 0).
+	CheckEvery time.Duration
 }
 
 type fileStamp struct {
@@ -220,7 +223,7 @@ func stampOf(path string) fileStamp {
 
 // NewReloader loads the pair once; a bad pair is an error.
 func NewReloader(certFile, keyFile string) (*Reloader, error) {
-	r := &Reloader{certFile: certFile, keyFile: keyFile}
+	r := &Reloader{certFile: certFile, keyFile: keyFile, CheckEvery: ReloadCheck}
 	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("certs: load %s: %w", certFile, err)
@@ -235,7 +238,7 @@ func NewReloader(certFile, keyFile string) (*Reloader, error) {
 func (r *Reloader) Certificate() *tls.Certificate {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if time.Since(r.checkedAt) < reloadCheck {
+	if time.Since(r.checkedAt) < r.CheckEvery {
 		return r.pair
 	}
 	r.checkedAt = time.Now()
