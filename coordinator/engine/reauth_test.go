@@ -41,10 +41,10 @@ func TestReauthorizationBeforeEffects(t *testing.T) {
 		groups       []string
 		allowed      bool
 	}{
-		{"revoked", "user:dan", nil, false},         // dan's deployer binding is removed
-		{"kept", "user:kim", nil, true},             // kim keeps hers
-		{"deleted-user", "user:del", nil, false},    // del is deleted
-		{"restricted", "user:kim", nil, false},      // a Restriction names this Agent
+		{"revoked", "user:dan", nil, false},      // dan's deployer binding is removed
+		{"kept", "user:kim", nil, true},          // kim keeps hers
+		{"deleted-user", "user:del", nil, false}, // del is deleted
+		{"restricted", "user:kim", nil, false},   // a Restriction names this Agent
 		{"group", "user:oidc:zoe", []string{"oidc:ops"}, true},
 		{"group-gone", "user:oidc:yan", []string{"oidc:gone"}, false},
 	}
