@@ -139,7 +139,7 @@ func (e *env) devDir() string { return filepath.Join(e.root, occ.DefaultDevDir) 
 func (e *env) occBin(ctx context.Context, args ...string) (string, int) {
 	cmd := exec.CommandContext(ctx, filepath.Join(e.bin, "occ"), args...)
 	cmd.Dir = e.root
-	cmd.Env = append(os.Environ(), "OCC_SERVER=http://"+e.addr)
+	cmd.Env = append(os.Environ(), "OCC_SERVER=https://"+e.addr) // the dev coordinator serves TLS; occ trusts ./.oce/coordinator/tls/ca.crt
 	var b bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &b, &b
 	err := cmd.Run()
@@ -156,7 +156,7 @@ func (e *env) occBin(ctx context.Context, args ...string) (string, int) {
 func (e *env) occ(t testing.TB, args ...string) (string, int) {
 	t.Helper()
 	var out bytes.Buffer
-	code := occ.Main(t.Context(), append([]string{"--server", "http://" + e.addr}, args...),
+	code := occ.Main(t.Context(), append([]string{"--server", "https://" + e.addr}, args...),
 		occ.Options{Stdout: &out, Stderr: &out, WorkDir: e.root, ConfigFile: filepath.Join(e.root, "none.yaml"),
 			Getenv: func(string) string { return "" }, PollInterval: 200 * time.Millisecond})
 	return out.String(), code

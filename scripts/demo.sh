@@ -13,7 +13,7 @@ BIN=${OCC:-bin/occ}
 DIR=${OCE_DEMO_DIR:-.oce}
 ADDR=${OCE_DEMO_ADDR:-127.0.0.1:7400}
 export OCC_DEV_DIR=$DIR
-OCC() { "$BIN" --server "http://$ADDR" --token-file "$DIR/coordinator/token" "$@"; }
+OCC() { "$BIN" --server "https://$ADDR" --ca-file "$DIR/coordinator/tls/ca.crt" --token-file "$DIR/coordinator/token" "$@"; }
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cedar-policy/cedar-go"
 	xast "github.com/cedar-policy/cedar-go/x/exp/ast"
@@ -121,12 +122,25 @@ var backquoted = regexp.MustCompile("`([^`]+)`")
 // least one policy, only forbid policies, each valid against the schema.
 // A refusal is a *PolicyError naming the line.
 func ParseRestriction(name, text string) (cedar.PolicyList, error) {
+	if !utf8.ValidString(text) {
+		i := 0
+		for i < len(text) {
+			r, n := utf8.DecodeRuneInString(text[i:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			i += n
+		}
+		return nil, &PolicyError{Line: 1 + strings.Count(text[:i], "\n"), Message: "the policy is not UTF-8 text"}
+	}
 	list, err := cedar.NewPolicyListFromBytes(name, []byte(text))
 	if err != nil {
 		line := 1
 		if m := parseLine.FindStringSubmatch(err.Error()); m != nil {
 			fmt.Sscan(m[1], &line)
 		}
+		// The parser's position is clamped into the text.
+		line = max(1, min(line, 1+strings.Count(text, "\n")))
 		return nil, &PolicyError{Line: line, Message: strings.TrimPrefix(err.Error(), "parser error: ")}
 	}
 	if len(list) == 0 {
