@@ -37,7 +37,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	b := apitest.New()
-	srv := httptest.NewServer(api.New(api.Config{Token: token, Metrics: prometheus.NewRegistry()}, b))
+	srv := httptest.NewServer(api.New(api.Config{Token: token, Metrics: prometheus.NewRegistry(), WithActor: apitest.WithActor}, b))
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	// The default token file of a local coordinator, found from the work dir.

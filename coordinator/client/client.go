@@ -103,7 +103,7 @@ func WithTLS(cfg *tls.Config) Option {
 				cfg.ServerName = "localhost"
 			}
 			c.server = "https://" + unixHost
-		} else if !c.explicitHTTP {
+		} else if !c.explicitHTTP && strings.HasPrefix(c.server, "http://") {
 			c.server = "https://" + strings.TrimPrefix(c.server, "http://")
 		}
 		t := transportOf(c.hc)
