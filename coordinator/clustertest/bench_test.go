@@ -79,7 +79,7 @@ func BenchmarkDeployToActive(b *testing.B) {
 // BenchmarkSustainedDeploys: 3 nodes, many clients deploying distinct
 // Agents; deploys/s from the first request until every activation completed.
 func BenchmarkSustainedDeploys(b *testing.B) {
-	const agents, clients = 1000, 32
+	const agents = 1000
 	for _, conc := range []int{0, 64} {
 		name := "engine-concurrency=default"
 		var args []string
@@ -92,49 +92,108 @@ func BenchmarkSustainedDeploys(b *testing.B) {
 			ctx := context.Background()
 			names := c.setupWorkload(ctx, b, agents)
 			cl := c.client(c.waitLeader(c.Nodes))
-			var rate []float64
-			b.ResetTimer()
-			for range b.N {
-				start := time.Now()
-				var accepted atomic.Int64
-				ch := make(chan string)
-				var wg sync.WaitGroup
-				for range clients {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for n := range ch {
-							if _, err := cl.Deploy(ctx, workloadNS, n, wire.Deploy{}); err == nil {
-								accepted.Add(1)
-							}
-						}
-					}()
-				}
-				for _, n := range names {
-					ch <- n
-				}
-				close(ch)
-				wg.Wait()
-				admitted := time.Since(start)
-				require.EqualValues(b, agents, accepted.Load())
-				require.Eventually(b, func() bool {
-					for _, st := range []string{wire.WorkQueued, wire.WorkClaimed} {
-						ws, err := cl.Work(ctx, client.WorkFilter{State: st})
-						if err != nil || len(ws) > 0 {
-							return false
-						}
-					}
-					return true
-				}, 5*time.Minute, 100*time.Millisecond)
-				el := time.Since(start)
-				rate = append(rate, float64(agents)/el.Seconds())
-				b.ReportMetric(float64(agents)/admitted.Seconds(), "admits/s")
-			}
-			b.StopTimer()
-			b.ReportMetric(slices.Min(rate), "deploys/s")
-			b.ReportMetric(0, "ns/op")
+			sustained(b, c, cl, names)
 		})
 	}
+}
+
+// BenchmarkSecurityOverhead: the sustained deploy rate of 3 nodes with
+// transport security and authorization off (--insecure --authorization off,
+// the bootstrap token) and on (TLS on the API, mutual TLS between members,
+// Cedar authorization of a deployer's minted token, reauthorization of
+// every claim), in the same run. docs/PERFORMANCE.md reports the ratio.
+func BenchmarkSecurityOverhead(b *testing.B) {
+	const agents = 1000
+	for _, tc := range []struct {
+		name     string
+		insecure bool
+		args     []string
+	}{
+		{"security=off", true, []string{"--authorization", "off"}},
+		{"security=on", false, nil},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := startCluster(b, clusterOpts{size: 3, ipBase: 130, insecure: tc.insecure, args: tc.args})
+			ctx := context.Background()
+			names := c.setupWorkload(ctx, b, agents)
+			leader := c.waitLeader(c.Nodes)
+			cl := c.client(leader)
+			if !tc.insecure {
+				cl = c.deployerClient(ctx, b, leader)
+			}
+			sustained(b, c, cl, names)
+		})
+	}
+}
+
+// deployerClient makes user dan a deployer of the workload namespace and
+// returns a client authenticating with a token minted for him.
+func (c *cluster) deployerClient(ctx context.Context, t testing.TB, n *node) *client.Client {
+	t.Helper()
+	admin := c.client(n)
+	_, err := admin.CreateUser(ctx, wire.CreateUser{Name: "dan"})
+	require.NoError(t, err)
+	_, err = admin.CreateRoleBinding(ctx, wire.CreateRoleBinding{Role: wire.RoleDeployer, Namespace: workloadNS,
+		Subject: wire.Subject{Kind: wire.PrincipalUser, Name: "dan"}})
+	require.NoError(t, err)
+	tok, err := admin.CreateToken(ctx, wire.CreateToken{User: "dan", TTL: "1h"})
+	require.NoError(t, err)
+	dan := c.clientTo(n.HTTPAddr, tok.Token, &http.Client{Timeout: 10 * time.Second})
+	who, err := dan.WhoAmI(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "user:dan", who.Actor)
+	return dan
+}
+
+// sustained deploys every named Agent from 32 clients and reports the rate
+// until every activation completed.
+func sustained(b *testing.B, c *cluster, cl *client.Client, names []string) {
+	const clients = 32
+	ctx := context.Background()
+	var rate []float64
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		var accepted atomic.Int64
+		ch := make(chan string)
+		var wg sync.WaitGroup
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := range ch {
+					if _, err := cl.Deploy(ctx, workloadNS, n, wire.Deploy{}); err == nil {
+						accepted.Add(1)
+					}
+				}
+			}()
+		}
+		for _, n := range names {
+			ch <- n
+		}
+		close(ch)
+		wg.Wait()
+		admitted := time.Since(start)
+		require.EqualValues(b, len(names), accepted.Load())
+		require.Eventually(b, func() bool {
+			for _, st := range []string{wire.WorkQueued, wire.WorkClaimed} {
+				ws, err := cl.Work(ctx, client.WorkFilter{State: st})
+				if err != nil || len(ws) > 0 {
+					return false
+				}
+			}
+			return true
+		}, 5*time.Minute, 100*time.Millisecond)
+		el := time.Since(start)
+		rate = append(rate, float64(len(names))/el.Seconds())
+		b.ReportMetric(float64(len(names))/admitted.Seconds(), "admits/s")
+	}
+	b.StopTimer()
+	failed, err := cl.Work(ctx, client.WorkFilter{State: wire.WorkFailed})
+	require.NoError(b, err)
+	require.Empty(b, failed, "every deploy activated (none failed reauthorization)")
+	b.ReportMetric(slices.Min(rate), "deploys/s")
+	b.ReportMetric(0, "ns/op")
 }
 
 // BenchmarkLeaderFailover: SIGKILL the leader, then deploy through the
