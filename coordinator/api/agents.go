@@ -14,8 +14,9 @@ func (s *server) listAgents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var out []state.Agent
+	visible := s.agentVisibility(r)
 	for _, a := range s.b.Machine().Agents(ns.ID) {
-		if s.can(r, iam.ViewAgent, s.agentRes(ns, a)) {
+		if visible(a.ID) {
 			out = append(out, a)
 		}
 	}

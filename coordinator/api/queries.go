@@ -71,10 +71,15 @@ func (s *server) getWork(w http.ResponseWriter, r *http.Request) error {
 }
 
 // agentVisibility returns a memoized ViewAgent check by Agent id (an Agent
-// that no longer exists is visible to cluster-admins only).
+// that no longer exists is visible to cluster-admins only). While no
+// Restriction applies to ViewAgent, the roles decide by Namespace alone and
+// one decision per Namespace serves all its Agents.
 func (s *server) agentVisibility(r *http.Request) func(agentID string) bool {
 	m := s.b.Machine()
 	memo := map[string]bool{}
+	rd, ok := s.iam.(iam.RolesDecider)
+	byNamespace := ok && rd.RolesDecide(iam.ViewAgent)
+	nsMemo := map[string]bool{}
 	return func(id string) bool {
 		if v, ok := memo[id]; ok {
 			return v
@@ -82,10 +87,17 @@ func (s *server) agentVisibility(r *http.Request) func(agentID string) bool {
 		var v bool
 		a, ok := m.Agent(id)
 		ns, nsOK := m.Namespace(a.NamespaceID)
-		if ok && nsOK {
-			v = s.can(r, iam.ViewAgent, s.agentRes(ns, a))
-		} else {
+		switch {
+		case !ok || !nsOK:
 			v = s.can(r, iam.ViewAudit, iam.ClusterRes())
+		case byNamespace:
+			known := false
+			if v, known = nsMemo[ns.ID]; !known {
+				v = s.can(r, iam.ViewAgent, iam.Scoped(iam.TypeAgent, ns.Name, a.Name, nil))
+				nsMemo[ns.ID] = v
+			}
+		default:
+			v = s.can(r, iam.ViewAgent, s.agentRes(ns, a))
 		}
 		memo[id] = v
 		return v
@@ -172,6 +184,7 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) error {
 	m := s.b.Machine()
 	nss := m.Namespaces()
 	sort.Slice(nss, func(i, j int) bool { return nss[i].Name < nss[j].Name })
+	visible := s.agentVisibility(r)
 	for _, ns := range nss {
 		if !s.can(r, iam.ViewNamespace, iam.NamespaceRes(ns.Name)) {
 			continue
@@ -179,7 +192,7 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) error {
 		agents := m.Agents(ns.ID)
 		sort.Slice(agents, func(i, j int) bool { return agents[i].Name < agents[j].Name })
 		for _, a := range agents {
-			if !s.can(r, iam.ViewAgent, s.agentRes(ns, a)) {
+			if !visible(a.ID) {
 				continue
 			}
 			st := agentStatus(m, a)

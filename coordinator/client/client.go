@@ -89,8 +89,29 @@ type Client struct {
 // Option configures a Client.
 type Option func(*Client)
 
-// WithHTTPClient replaces the HTTP client (e.g. an httptest server's).
-func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+// WithHTTPClient replaces the HTTP client (e.g. an httptest server's); one
+// without a Transport gets the client's own (see newTransport).
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) {
+		if hc.Transport == nil {
+			own := *hc
+			own.Transport = newTransport()
+			hc = &own
+		}
+		c.hc = hc
+	}
+}
+
+// maxIdlePerHost keeps connections of concurrent callers open for reuse:
+// net/http's default of 2 makes a busy client dial (and, with TLS,
+// handshake) again for most requests.
+const maxIdlePerHost = 64
+
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = maxIdlePerHost
+	return t
+}
 
 // WithTLS makes the client speak TLS with cfg (addresses without a scheme
 // become https://). For a unix:// server the name checked is "localhost".
@@ -135,7 +156,7 @@ func transportOf(hc *http.Client) *http.Transport {
 	if t, ok := hc.Transport.(*http.Transport); ok {
 		return t.Clone()
 	}
-	return http.DefaultTransport.(*http.Transport).Clone()
+	return newTransport()
 }
 
 // unixHost is the host name of requests to a unix:// server.
@@ -145,7 +166,7 @@ const unixHost = "coordinator.sock"
 // http(s) URL, or unix:///path/to/api.sock for a coordinator's API socket)
 // authenticating with the bearer token.
 func New(server, token string, opts ...Option) *Client {
-	c := &Client{server: normalize(server, "http"), token: token, hc: &http.Client{}, scheme: "http",
+	c := &Client{server: normalize(server, "http"), token: token, hc: &http.Client{Transport: newTransport()}, scheme: "http",
 		explicitHTTP: strings.HasPrefix(server, "http://")}
 	if sock, ok := strings.CutPrefix(server, "unix://"); ok {
 		c.server = "http://" + unixHost
@@ -160,7 +181,7 @@ func New(server, token string, opts ...Option) *Client {
 // unixTransport dials sock for requests to unixHost and TCP for any other
 // host (a leader a NOT_LEADER answer names).
 func unixTransport(sock string) *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
+	t := newTransport()
 	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		var d net.Dialer
 		if host, _, _ := net.SplitHostPort(addr); host == unixHost {

@@ -120,6 +120,15 @@ func NewCedar(m *state.Machine) *Cedar {
 	return c
 }
 
+// RolesDecide reports whether only the built-in roles decide act — no
+// Restriction can apply to it — so a decision on one resource holds for
+// every resource of the same type in the same Namespace (roles read only
+// the Namespace). Lists use it to decide once per Namespace.
+func (c *Cedar) RolesDecide(act Action) bool {
+	cc := c.current()
+	return len(cc.byAction[act]) == 0 && len(cc.broken) == 0
+}
+
 // ValidateRestriction implements Driver.
 func (c *Cedar) ValidateRestriction(policy string) error {
 	_, err := ParseRestriction("restriction", policy)

@@ -183,6 +183,13 @@ type Driver interface {
 	ValidateRestriction(policy string) error
 }
 
+// RolesDecider is optionally implemented by a Driver whose decisions on an
+// action depend only on the resource's Namespace while no Restriction
+// applies to the action (Cedar.RolesDecide).
+type RolesDecider interface {
+	RolesDecide(act Action) bool
+}
+
 // Errors.
 var (
 	// ErrUnknownActor: an actor string names no principal kind.
