@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
@@ -92,6 +94,20 @@ type compiled struct {
 	// broken names Restrictions that no longer validate (a schema change
 	// since they were stored); they deny every action they may name.
 	broken []string
+	// Entities that depend only on this generation's data, built once:
+	// principals (with their roles) and Namespaces, by key.
+	principals, namespaces sync.Map
+	cached                 atomic.Int64
+}
+
+// maxCached bounds the entities one generation caches.
+const maxCached = 1 << 14
+
+// cache stores v under key unless the cache is full.
+func (cc *compiled) cache(m *sync.Map, key string, v types.Entity) {
+	if cc.cached.Add(1) <= maxCached {
+		m.Store(key, v)
+	}
 }
 
 // NewCedar returns the built-in driver over the replicated state m.
@@ -230,7 +246,7 @@ func (c *Cedar) Authorize(_ context.Context, req Request) (Decision, error) {
 	cc := c.current()
 	ents := requestEntities{base: c.actions, own: make(types.EntityMap, 4)}
 	pUID := c.principalEntity(cc, req.Principal, ents.own)
-	rUID := resourceEntity(req.Resource, ents.own)
+	rUID := resourceEntity(cc, req.Resource, ents.own)
 	ctxRec, err := toRecord(req.Context)
 	if err != nil {
 		return Decision{}, err
@@ -274,8 +290,24 @@ func prefixed(p string, names []string) []string {
 	return out
 }
 
-// principalEntity adds the principal with its groups and roles to ents.
+// principalEntity adds the principal with its groups and roles to ents
+// (cached per generation: the roles come from the generation's bindings).
 func (c *Cedar) principalEntity(cc *compiled, p Principal, ents types.EntityMap) types.EntityUID {
+	key := p.Kind + "\x00" + p.Name + "\x00" + p.ID + "\x00" + p.Namespace + "\x00" + strings.Join(p.Groups, "\x00")
+	if p.External {
+		key += "\x00ext"
+	}
+	if e, ok := cc.principals.Load(key); ok {
+		ent := e.(types.Entity)
+		ents[ent.UID] = ent
+		return ent.UID
+	}
+	uid := c.buildPrincipal(cc, p, ents)
+	cc.cache(&cc.principals, key, ents[uid])
+	return uid
+}
+
+func (c *Cedar) buildPrincipal(cc *compiled, p Principal, ents types.EntityMap) types.EntityUID {
 	var uid types.EntityUID
 	var parents []types.EntityUID
 	attrs := types.RecordMap{"name": types.String(p.Name)}
@@ -303,8 +335,25 @@ func (c *Cedar) principalEntity(cc *compiled, p Principal, ents types.EntityMap)
 	return uid
 }
 
+// namespaceEntity is a Namespace's entity: its role groups as attributes.
+func namespaceEntity(cc *compiled, name string) types.Entity {
+	if e, ok := cc.namespaces.Load(name); ok {
+		return e.(types.Entity)
+	}
+	nsUID := types.NewEntityUID(TypeNamespace, types.String(name))
+	e := types.Entity{UID: nsUID, Parents: types.NewEntityUIDSet(types.NewEntityUID(TypeCluster, ClusterName)),
+		Attributes: types.NewRecord(types.RecordMap{
+			"name": types.String(name), "namespace": nsUID,
+			"viewers":   roleUID(name, state.RoleViewer),
+			"deployers": roleUID(name, state.RoleDeployer),
+			"admins":    roleUID(name, state.RoleAdmin),
+		})}
+	cc.cache(&cc.namespaces, name, e)
+	return e
+}
+
 // resourceEntity adds the resource (and its Namespace) to ents.
-func resourceEntity(r Resource, ents types.EntityMap) types.EntityUID {
+func resourceEntity(cc *compiled, r Resource, ents types.EntityMap) types.EntityUID {
 	uid := types.NewEntityUID(types.EntityType(r.Type), types.String(r.ID()))
 	attrs := types.RecordMap{"name": types.String(r.Name)}
 	for k, v := range r.Attrs {
@@ -318,6 +367,10 @@ func resourceEntity(r Resource, ents types.EntityMap) types.EntityUID {
 	case TypeCluster:
 		// no parents
 	case TypeNamespace:
+		if len(r.Attrs) == 0 {
+			ents[uid] = namespaceEntity(cc, r.Name)
+			return uid
+		}
 		attrs["namespace"] = uid
 		attrs["viewers"] = roleUID(r.Name, state.RoleViewer)
 		attrs["deployers"] = roleUID(r.Name, state.RoleDeployer)
@@ -326,15 +379,12 @@ func resourceEntity(r Resource, ents types.EntityMap) types.EntityUID {
 	case TypeUser, TypeRestriction:
 		parents = append(parents, cluster)
 	default:
-		nsUID := types.NewEntityUID(TypeNamespace, types.String(r.Namespace))
-		attrs["namespace"] = nsUID
-		parents = append(parents, nsUID)
-		ents[nsUID] = types.Entity{UID: nsUID, Parents: types.NewEntityUIDSet(cluster), Attributes: types.NewRecord(types.RecordMap{
-			"name": types.String(r.Namespace), "namespace": nsUID,
-			"viewers":   roleUID(r.Namespace, state.RoleViewer),
-			"deployers": roleUID(r.Namespace, state.RoleDeployer),
-			"admins":    roleUID(r.Namespace, state.RoleAdmin),
-		})}
+		ns := namespaceEntity(cc, r.Namespace)
+		attrs["namespace"] = ns.UID
+		parents = append(parents, ns.UID)
+		if _, ok := ents[ns.UID]; !ok {
+			ents[ns.UID] = ns
+		}
 	}
 	if _, ok := ents[uid]; !ok { // a principal acting on itself keeps its roles
 		ents[uid] = types.Entity{UID: uid, Parents: types.NewEntityUIDSet(parents...), Attributes: types.NewRecord(attrs)}
