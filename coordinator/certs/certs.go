@@ -56,34 +56,18 @@ var ErrNoCertificate = errors.New("certs: no certificate")
 
 // NewCA makes a self-signed CA (ECDSA P-256).
 func NewCA(cn string, now time.Time) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(), Subject: pkix.Name{CommonName: cn, Organization: []string{"oce"}},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(caValidity), IsCA: true, BasicConstraintsValid: true,
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	kpem, err := keyToPEM(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), kpem, nil
+	return sign(tmpl, nil, nil)
 }
 
 // Issue makes a member certificate signed by the CA, valid for TLS server
 // and client use, naming hosts (IPs or DNS names) as its SANs.
 func Issue(caCertPEM, caKeyPEM []byte, cn string, hosts []string, now time.Time, validFor time.Duration) (certPEM, keyPEM []byte, err error) {
 	caCert, caKey, err := parsePair(caCertPEM, caKeyPEM)
-	if err != nil {
-		return nil, nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -100,7 +84,20 @@ func Issue(caCertPEM, caKeyPEM []byte, cn string, hosts []string, now time.Time,
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	return sign(tmpl, caCert, caKey)
+}
+
+// sign makes a new P-256 key and its certificate from tmpl, signed by
+// parent (self-signed when parent is nil), both PEM.
+func sign(tmpl, parent *x509.Certificate, parentKey crypto.Signer) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
 	if err != nil {
 		return nil, nil, err
 	}
