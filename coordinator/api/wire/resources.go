@@ -106,8 +106,8 @@ type Revision struct {
 	FailureDetail           string          `json:"failureDetail,omitempty"`
 	CreatedAt               time.Time       `json:"createdAt"`
 	// Runtime is what the engine observed of the revision's runtime.
-	Runtime *RevisionRuntime `json:"runtime,omitempty"`
-	ServicePrincipalID      string          `json:"servicePrincipalId,omitempty"`
+	Runtime            *RevisionRuntime `json:"runtime,omitempty"`
+	ServicePrincipalID string           `json:"servicePrincipalId,omitempty"`
 }
 
 // Work kinds.
