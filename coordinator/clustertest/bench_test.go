@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -113,12 +116,17 @@ func BenchmarkSecurityOverhead(b *testing.B) {
 	onNames := on.setupWorkload(ctx, b, agents)
 	offCl := off.client(off.waitLeader(off.Nodes))
 	onCl := on.deployerClient(ctx, b, on.waitLeader(on.Nodes))
-	var offRates, onRates []float64
+	var offRates, onRates, offCPU, onCPU []float64
+	round := func(c *cluster, cl *client.Client, names []string, rates, cpu *[]float64) {
+		before := c.cpuTime(b)
+		*rates = append(*rates, deployAll(b, cl, names))
+		*cpu = append(*cpu, float64((c.cpuTime(b)-before).Microseconds())/1e3/float64(len(names)))
+	}
 	b.ResetTimer()
 	for range b.N {
 		for range rounds {
-			offRates = append(offRates, deployAll(b, offCl, offNames))
-			onRates = append(onRates, deployAll(b, onCl, onNames))
+			round(off, offCl, offNames, &offRates, &offCPU)
+			round(on, onCl, onNames, &onRates, &onCPU)
 		}
 	}
 	b.StopTimer()
@@ -131,8 +139,40 @@ func BenchmarkSecurityOverhead(b *testing.B) {
 	b.ReportMetric(med(offRates), "off-deploys/s")
 	b.ReportMetric(med(onRates), "on-deploys/s")
 	b.ReportMetric(100*med(onRates)/med(offRates), "on/off-%")
+	// CPU time of the three members per deploy does not depend on what else
+	// the machine runs: the cost of security itself.
+	b.ReportMetric(med(offCPU), "off-cpu-ms/deploy")
+	b.ReportMetric(med(onCPU), "on-cpu-ms/deploy")
 	b.ReportMetric(0, "ns/op")
 }
+
+// cpuTime sums the user and system CPU time of the members' processes
+// (/proc/<pid>/stat), so a round's cost is measured apart from the load of
+// everything else on the machine.
+func (c *cluster) cpuTime(t testing.TB) time.Duration {
+	t.Helper()
+	var ticks int64
+	for _, n := range c.Nodes {
+		n.mu.Lock()
+		cmd := n.cmd
+		n.mu.Unlock()
+		require.NotNil(t, cmd, "member %s runs", n.ID)
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		require.NoError(t, err)
+		// Fields after the parenthesized command name: utime and stime are
+		// the 12th and 13th.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		for _, i := range []int{11, 12} {
+			v, err := strconv.ParseInt(f[i], 10, 64)
+			require.NoError(t, err)
+			ticks += v
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times on Linux.
+const clockTicks = 100
 
 // deployerClient makes user dan a deployer of the workload namespace and
 // returns a client authenticating with a token minted for him.

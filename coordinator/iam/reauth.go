@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/state"
@@ -62,6 +63,41 @@ type Reauthorizer struct {
 	// Auth is the compute driver's harnessAuth support, for revalidating the
 	// frozen revision through admission (nil: admission's default).
 	Auth admission.AuthSupport
+
+	// passed remembers the decisions of work that passed, keyed by
+	// everything they read: a later claim of the same work (the engine
+	// claims a work once per pass) repeats the ownership checks but not the
+	// decisions and the admission run while nothing they depend on changed.
+	mu     sync.Mutex
+	passed map[string]struct{}
+}
+
+// maxPassed bounds the remembered decisions.
+const maxPassed = 4096
+
+// decisionKey names what a work's decisions read: the work, its revision
+// and actor, the identity data (any change of users, service principals,
+// tokens, role bindings or Restrictions moves the generation), the Agent's
+// attributes and the installation.
+func decisionKey(w state.Work, a state.Agent, gen uint64, inst state.Installation) string {
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%d\x00%d\x00%+v", w.ID, w.RevisionID, w.Actor,
+		strings.Join(w.ActorGroups, ","), gen, a.UpdatedAt.UnixNano(), inst)
+}
+
+func (ra *Reauthorizer) seen(key string) bool {
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	_, ok := ra.passed[key]
+	return ok
+}
+
+func (ra *Reauthorizer) remember(key string) {
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	if ra.passed == nil || len(ra.passed) >= maxPassed {
+		ra.passed = map[string]struct{}{}
+	}
+	ra.passed[key] = struct{}{}
 }
 
 // ReauthError is a failed reauthorization: a closed work code and why.
@@ -122,10 +158,25 @@ func PrincipalOf(m *state.Machine, actor string, externalGroups []string) (Princ
 // rechecked; there is no caller to reauthorize.
 func (ra *Reauthorizer) Reauthorize(ctx context.Context, w state.Work) error {
 	m := ra.Machine
+	gen := m.IdentityGeneration() // before the reads: a change during them moves it
 	a, ok := m.Agent(w.AgentID)
 	if !ok {
 		return nil
 	}
+	inst := m.Installation()
+	key := decisionKey(w, a, gen, inst)
+	cached := ra.seen(key)
+	if err := ra.reauthorize(ctx, w, a, inst, cached); err != nil {
+		return err
+	}
+	if !cached {
+		ra.remember(key)
+	}
+	return nil
+}
+
+func (ra *Reauthorizer) reauthorize(ctx context.Context, w state.Work, a state.Agent, inst state.Installation, cached bool) error {
+	m := ra.Machine
 	ns, ok := m.Namespace(a.NamespaceID)
 	if !ok || w.NamespaceID != a.NamespaceID {
 		return ownership("the work's Agent is not in the work's Namespace")
@@ -139,7 +190,7 @@ func (ra *Reauthorizer) Reauthorize(ctx context.Context, w state.Work) error {
 		}
 	}
 	allow := func(act Action, res Resource, c map[string]any) error {
-		if system {
+		if system || cached {
 			return nil
 		}
 		d, err := ra.Driver.Authorize(ctx, Request{Principal: p, Action: act, Resource: res, Context: c})
@@ -193,7 +244,10 @@ func (ra *Reauthorizer) Reauthorize(ctx context.Context, w state.Work) error {
 			return err
 		}
 	}
-	out, err := ra.readmit(a, rev, m.Installation())
+	if cached {
+		return nil
+	}
+	out, err := ra.readmit(a, rev, inst)
 	if err != nil {
 		return &ReauthError{Code: codes.InvalidAdmittedRevision, Detail: "the frozen revision no longer admits: " + err.Error()}
 	}
