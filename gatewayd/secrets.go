@@ -2,17 +2,17 @@ package gatewayd
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"oce.dev/oce/shared/logging"
+	"oce.dev/oce/shared/secretfile"
 )
 
-// ErrInsecureSecret rejects a secret file readable by group or others.
-var ErrInsecureSecret = errors.New("gatewayd: secret file must not be readable by group or others")
+// ErrInsecureSecret rejects a secret file others could read or change (the
+// shared rule of package secretfile).
+var ErrInsecureSecret = secretfile.ErrInsecure
 
 // readSecret returns the secret file name in dir when it exists, else the
 // first non-empty variable of envs. Every value found is registered with the
@@ -34,24 +34,7 @@ func readSecret(dir, name string, envs ...string) (string, error) {
 	return "", nil
 }
 
-// readSecretFile reads one secret from a mode 0400/0600 file (a Kubernetes
-// Secret volume entry is a symlink to such a file, so it is followed).
-func readSecretFile(path string) (string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("%w: not a regular file", ErrInsecureSecret)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", ErrInsecureSecret
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	v := strings.TrimRight(string(b), "\r\n")
-	logging.Scrub(v)
-	return v, nil
-}
+// readSecretFile reads one secret file under the shared rule: owner-only, or
+// group-readable by this process's group as kubelet delivers a Secret volume
+// with an fsGroup (symlinks followed).
+func readSecretFile(path string) (string, error) { return secretfile.Read(path) }

@@ -12,6 +12,7 @@ import (
 	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/logging"
 	"oce.dev/oce/shared/phase"
+	"oce.dev/oce/shared/secretfile"
 	"oce.dev/oce/shared/status"
 )
 
@@ -126,19 +127,20 @@ func (e environ) str(k, def string) string {
 }
 
 // secret reads a credential from its environment variable, else from its
-// file in the secrets directory (mode 0400/0600). Whatever is found is
+// file in the secrets directory (the shared rule of package secretfile:
+// owner-only, or group-readable as kubelet delivers it). Whatever is found is
 // registered with the log redactor at once.
 func secret(e environ, dir, envName, file string) (string, error) {
 	v, ok := e.get(envName)
 	if !ok || strings.TrimSpace(v) == "" {
-		b, err := os.ReadFile(filepath.Join(dir, file))
+		fv, err := secretfile.Read(filepath.Join(dir, file))
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			return "", nil
 		case err != nil:
-			return "", fmt.Errorf("%w: secret %s unreadable", ErrConfig, file)
+			return "", fmt.Errorf("%w: secret %s unreadable: %w", ErrConfig, file, err)
 		}
-		v = string(b)
+		v = fv
 	}
 	v = strings.TrimSpace(v)
 	logging.Scrub(v)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"oce.dev/oce/shared/ocproto"
+	"oce.dev/oce/shared/secretfile/secretfiletest"
 )
 
 func TestEnrollmentFileRules(t *testing.T) {
@@ -23,9 +24,17 @@ func TestEnrollmentFileRules(t *testing.T) {
 	c, err := readEnrollment(path)
 	require.NoError(t, err)
 	require.Equal(t, "bt", c.BootstrapToken)
-	link := filepath.Join(dir, "link")
-	require.NoError(t, os.Symlink(path, link))
-	_, err = readEnrollment(link)
+	// a Secret volume as kubelet delivers it (symlinked ..data layout,
+	// root-owned, group-readable by the fsGroup) is accepted
+	vol := filepath.Join(dir, "vol")
+	require.NoError(t, secretfiletest.KubeletVolume(vol, map[string][]byte{"enrollment": []byte(code)}, 0o600, os.Getegid()))
+	c, err = readEnrollment(filepath.Join(vol, "enrollment"))
+	require.NoError(t, err)
+	require.Equal(t, "bt", c.BootstrapToken)
+	// group-readable by a group this process is not in: refused
+	foreign := filepath.Join(dir, "foreign")
+	require.NoError(t, secretfiletest.KubeletVolume(foreign, map[string][]byte{"enrollment": []byte(code)}, 0o600, 4244))
+	_, err = readEnrollment(filepath.Join(foreign, "enrollment"))
 	require.ErrorIs(t, err, ErrEnrollmentInsecure)
 	missing, err := readEnrollment(filepath.Join(dir, "none"))
 	require.NoError(t, err)

@@ -59,9 +59,9 @@ func codeOf(err error) (Code, string) {
 
 // Sentinel errors of the process lifecycle.
 var (
-	// ErrEnrollmentInsecure: the enrollment file is not mode 0600 or not
-	// owned by the process user.
-	ErrEnrollmentInsecure = errors.New("nodehost: enrollment file must be mode 0600 and owned by this user")
+	// ErrEnrollmentInsecure: the enrollment file breaks the shared secret
+	// file rule (package secretfile).
+	ErrEnrollmentInsecure = errors.New("nodehost: enrollment file must be readable by this user (and its group) only")
 	// ErrNotEnrolled: no device token and no usable enrollment file.
 	ErrNotEnrolled = errors.New("nodehost: not enrolled: no device token and no enrollment file")
 	// ErrEnrollmentExpired: the one-use setup code expired before first use.

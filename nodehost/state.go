@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"oce.dev/oce/shared/atomicfile"
 	"oce.dev/oce/shared/ocproto"
+	"oce.dev/oce/shared/secretfile"
 )
 
 // Files in the node's private state directory.
@@ -90,29 +90,25 @@ func (s state) saveGatewayURL(u string) error {
 	return atomicfile.Write(s.path(gatewayFile), b, 0o600)
 }
 
-// readEnrollment reads the one-use enrollment file. It refuses a file that
-// is not a regular file of mode 0600 owned by the process user. A missing
-// file returns (nil, nil).
+// readEnrollment reads the one-use enrollment file under the shared secret
+// file rule (package secretfile: owner-only, or group-readable by this
+// process's group as kubelet delivers it; never readable by others). A
+// missing file returns (nil, nil).
 func readEnrollment(path string) (*ocproto.SetupCode, error) {
 	if path == "" {
 		return nil, nil
 	}
-	st, err := os.Lstat(path)
+	v, err := secretfile.Read(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
+	if errors.Is(err, secretfile.ErrInsecure) {
+		return nil, fmt.Errorf("%w: %w", ErrEnrollmentInsecure, err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !st.Mode().IsRegular() || st.Mode().Perm() != 0o600 || !ok || int(sys.Uid) != os.Geteuid() {
-		return nil, fmt.Errorf("%w (%s: %v)", ErrEnrollmentInsecure, path, st.Mode())
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	code, err := ocproto.DecodeSetupCode(string(b))
+	code, err := ocproto.DecodeSetupCode(v)
 	if err != nil {
 		return nil, err
 	}

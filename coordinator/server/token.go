@@ -9,17 +9,22 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"oce.dev/oce/shared/secretfile"
 )
 
 // tokenBytes is the entropy of a generated bearer token.
 const tokenBytes = 32
 
-// ErrInsecureToken: the token file is readable by group or others.
+// ErrInsecureToken: the token file breaks the shared secret file rule
+// (package secretfile: owner-only, or group-readable by this process's group
+// as kubelet mounts a Secret with an fsGroup).
 var ErrInsecureToken = errors.New("server: INSECURE_TOKEN_FILE")
 
 // LoadOrCreateToken returns the bearer token stored at path, creating a new
-// random one (mode 0600) when the file does not exist. An existing file must
-// not be readable by group or others and must hold a non-empty token.
+// random one (mode 0600) when the file does not exist. An existing file (a
+// mounted Secret shared by every member, for instance) must pass the secret
+// file rule and hold a non-empty token.
 func LoadOrCreateToken(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -28,12 +33,8 @@ func LoadOrCreateToken(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("server: read token: %w", err)
 	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("server: stat token: %w", err)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("%w: %s has mode %o, want 0600", ErrInsecureToken, filepath.Base(path), st.Mode().Perm())
+	if _, err := secretfile.Check(path); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInsecureToken, err)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
