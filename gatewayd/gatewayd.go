@@ -50,9 +50,21 @@ const (
 	ExitBadInput = 2 // unusable environment
 )
 
-// ImageOpenClawMJS is the gateway image's openclaw entry (REFERENCE §1.3),
-// used when OCE_OPENCLAW_BIN is unset and no pinned runtime cache exists.
-const ImageOpenClawMJS = "/app/openclaw.mjs"
+// resolveOpenClaw finds the openclaw command when OCE_OPENCLAW_BIN is unset:
+// the location the image sets (OCE_OPENCLAW_MJS, run by OCE_NODE or node in
+// PATH) wins; else the pinned runtime cache of `make runtimes` (development
+// hosts). The error names what is missing.
+func resolveOpenClaw(getenv func(string) string) ([]string, error) {
+	cmd, named, err := runtimes.OpenClawFromEnv(getenv)
+	if named {
+		return cmd, err
+	}
+	paths, err := runtimes.Load()
+	if err != nil {
+		return nil, fmt.Errorf("neither %s nor OCE_OPENCLAW_BIN is set and %w", runtimes.EnvOpenClawMJS, err)
+	}
+	return paths.OpenClawCommand(), nil
+}
 
 // MemoryLimit is gatewayd's soft Go memory limit (GOMEMLIMIT overrides it).
 const MemoryLimit = 8 << 20
@@ -98,14 +110,12 @@ func Run(ctx context.Context, cfg Config, stderr io.Writer) int {
 		return ExitBadInput
 	}
 	if len(cfg.OpenClawCommand) == 0 {
-		if paths, err := runtimes.Load(); err == nil {
-			cfg.OpenClawCommand = paths.OpenClawCommand()
-		} else if _, err := os.Stat(ImageOpenClawMJS); err == nil {
-			cfg.OpenClawCommand = []string{"node", ImageOpenClawMJS}
-		} else {
-			log.Error("gatewayd: openclaw runtime not installed", "code", string(codes.NotConfigured))
+		cmd, err := resolveOpenClaw(os.Getenv)
+		if err != nil {
+			log.Error("gatewayd: openclaw runtime not installed", "code", string(codes.NotConfigured), "missing", err.Error())
 			return ExitBadInput
 		}
+		cfg.OpenClawCommand = cmd
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// a supervisor's heap is small; a soft limit keeps bursts of child

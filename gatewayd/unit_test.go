@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"oce.dev/oce/shared/contract"
+	"oce.dev/oce/shared/runtimes"
 )
 
 // craftAgentDB writes an agent database with user_version v where the
@@ -237,4 +238,24 @@ func TestLoadConfigUnsetsSecrets(t *testing.T) {
 
 	_, err = readSecretFile(filepath.Join(dir, "loose"))
 	require.ErrorIs(t, err, ErrInsecureSecret)
+}
+
+// The runtime location an image sets (OCE_OPENCLAW_MJS, OCE_NODE) wins over
+// the development cache; a named file that is missing is an error naming it.
+func TestResolveOpenClawFromImageEnv(t *testing.T) {
+	dir := t.TempDir()
+	mjs, node := filepath.Join(dir, "openclaw.mjs"), filepath.Join(dir, "node")
+	env := map[string]string{"OCE_OPENCLAW_MJS": mjs, "OCE_NODE": node}
+	get := func(k string) string { return env[k] }
+	_, err := resolveOpenClaw(get)
+	require.ErrorIs(t, err, runtimes.ErrMissingInImage)
+	require.Contains(t, err.Error(), "OCE_OPENCLAW_MJS")
+	require.NoError(t, os.WriteFile(mjs, nil, 0o644))
+	_, err = resolveOpenClaw(get)
+	require.ErrorIs(t, err, runtimes.ErrMissingInImage)
+	require.Contains(t, err.Error(), "OCE_NODE")
+	require.NoError(t, os.WriteFile(node, nil, 0o755))
+	cmd, err := resolveOpenClaw(get)
+	require.NoError(t, err)
+	require.Equal(t, []string{node, mjs}, cmd)
 }

@@ -263,6 +263,8 @@ func (h *harness) workspaceSetup(context.Context) error {
 			return phase.Fail(codes.Unavailable, fmt.Errorf("codex binary not found: %w", err))
 		}
 		cfg.Codex = path
+	} else if _, err := os.Stat(cfg.Codex); err != nil {
+		return phase.Fail(codes.Unavailable, fmt.Errorf("codex binary %s (%s) not found: %w", filepath.Base(cfg.Codex), EnvCodexBin, err))
 	}
 	if err := cfg.checkPlacement(); err != nil {
 		return phase.Fail(codes.Unavailable, err)

@@ -37,6 +37,44 @@ type Paths struct {
 	NPMCache string
 }
 
+// Environment names of the runtime locations: the manifest's keys, which a
+// container image sets as its environment (images/*/Containerfile).
+const (
+	EnvNode        = "OCE_NODE"
+	EnvOpenClawMJS = "OCE_OPENCLAW_MJS"
+	EnvCodex       = "OCE_CODEX"
+	EnvTini        = "OCE_TINI"
+	EnvNPMCache    = "OCE_NPM_CACHE"
+)
+
+// ErrMissingInImage reports a runtime location the environment names but
+// that does not exist.
+var ErrMissingInImage = errors.New("runtimes: the runtime the environment names is missing")
+
+// OpenClawFromEnv returns the openclaw command the environment names: Node
+// ($OCE_NODE, else node in PATH) running $OCE_OPENCLAW_MJS. ok is false when
+// OCE_OPENCLAW_MJS is unset; an error names what is missing.
+func OpenClawFromEnv(getenv func(string) string) (cmd []string, ok bool, err error) {
+	mjs := getenv(EnvOpenClawMJS)
+	if mjs == "" {
+		return nil, false, nil
+	}
+	if _, err := os.Stat(mjs); err != nil {
+		return nil, true, fmt.Errorf("%w: %s (%s)", ErrMissingInImage, EnvOpenClawMJS, filepath.Base(mjs))
+	}
+	node := getenv(EnvNode)
+	if node == "" {
+		p, err := exec.LookPath("node")
+		if err != nil {
+			return nil, true, fmt.Errorf("%w: node (no %s and none in PATH)", ErrMissingInImage, EnvNode)
+		}
+		node = p
+	} else if _, err := os.Stat(node); err != nil {
+		return nil, true, fmt.Errorf("%w: %s (%s)", ErrMissingInImage, EnvNode, filepath.Base(node))
+	}
+	return []string{node, mjs}, true, nil
+}
+
 // OpenClawCommand returns argv for running the openclaw CLI with args.
 func (p Paths) OpenClawCommand(args ...string) []string {
 	return append([]string{p.Node, p.OpenClawMJS}, args...)
@@ -71,8 +109,8 @@ func Load() (Paths, error) {
 			vals[k] = v
 		}
 	}
-	p := Paths{Node: vals["OCE_NODE"], OpenClawMJS: vals["OCE_OPENCLAW_MJS"], Codex: vals["OCE_CODEX"], Tini: vals["OCE_TINI"],
-		NPMCache: vals["OCE_NPM_CACHE"]}
+	p := Paths{Node: vals[EnvNode], OpenClawMJS: vals[EnvOpenClawMJS], Codex: vals[EnvCodex], Tini: vals[EnvTini],
+		NPMCache: vals[EnvNPMCache]}
 	for name, file := range map[string]string{"node": p.Node, "openclaw": p.OpenClawMJS, "codex": p.Codex, "tini": p.Tini,
 		"npm cache": p.NPMCache} {
 		if file == "" {
