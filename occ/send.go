@@ -102,15 +102,22 @@ func SendAndCollect(ctx context.Context, ep wire.Endpoints, session, message str
 	}
 	defer ln.Close()
 	go func() { _ = relay.Serve(ln, func() (net.Conn, error) { return net.Dial("unix", ep.Socket) }) }()
+	return Chat(ctx, "ws://"+ln.Addr().String(), strings.TrimSpace(string(pw)), session, message, out, status)
+}
 
+// Chat sends message to the OpenClaw gateway at url (operator protocol,
+// password auth, chat.send) and returns the reply text, echoing it to out;
+// status (may be nil) receives progress notes. It keeps dialing while the
+// gateway starts, until ctx ends.
+func Chat(ctx context.Context, url, password, session, message string, out, status io.Writer) (string, error) {
 	q := &eventQueue{signal: make(chan struct{}, 1)}
 	// A freshly activated gateway may still be starting (an embedded
 	// replacement starts at activation, after deploy --wait returned): keep
 	// dialing until it answers or ctx ends.
 	var op *ocproto.Operator
+	var err error
 	for noted := false; ; {
-		op, err = ocproto.DialOperator(ctx, ocproto.OperatorConfig{URL: "ws://" + ln.Addr().String(),
-			Password: strings.TrimSpace(string(pw)), OnEvent: q.push})
+		op, err = ocproto.DialOperator(ctx, ocproto.OperatorConfig{URL: url, Password: password, OnEvent: q.push})
 		if err == nil {
 			break
 		}

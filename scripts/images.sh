@@ -213,7 +213,7 @@ main() {
 	flock 9
 	# leftovers of an interrupted build (we hold the lock: nobody else builds)
 	rm -rf "${cache:?}/tmp/"* "$out"/*.partial
-	apt_install buildah:buildah mmdebstrap:mmdebstrap
+	apt_install buildah:buildah mmdebstrap:mmdebstrap runc:runc
 	command -v buildah >/dev/null && buildah "${store[@]}" rm --all >/dev/null 2>&1 || true
 	load_runtimes
 	local t0 bkey manifest

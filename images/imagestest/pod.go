@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -150,7 +151,7 @@ func claimDir(dir string, fsGroup int) error {
 	if err != nil {
 		return err
 	}
-	if int(st.Sys().(*unix.Stat_t).Gid) == fsGroup && st.Mode()&os.ModeSetgid != 0 {
+	if int(st.Sys().(*syscall.Stat_t).Gid) == fsGroup && st.Mode()&os.ModeSetgid != 0 {
 		return nil
 	}
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -640,7 +641,6 @@ func (p *Pod) runtimeSpec(c corev1.Container, img *Unpacked, root string) (map[s
 			"cwd":      cwd,
 			"capabilities": map[string]any{"bounding": capList, "effective": capList, "inheritable": []string{},
 				"permitted": capList, "ambient": []string{}},
-			"rlimits":         []map[string]any{{"type": "RLIMIT_NOFILE", "hard": 1048576, "soft": 1048576}},
 			"noNewPrivileges": sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation,
 		},
 		"root":     map[string]any{"path": root, "readonly": sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem},

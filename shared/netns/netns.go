@@ -319,3 +319,9 @@ func withoutEnv(env []string, key string) []string {
 	}
 	return out
 }
+
+// Reexecuted reports whether this process is the re-executed copy Main
+// started inside the namespaces (or its init). A TestMain uses it to do
+// what needs the host network (package installs through the registries)
+// once, in the outer process, before Main isolates the tests.
+func Reexecuted() bool { return os.Getenv(envIsolated) != "" }
