@@ -123,6 +123,9 @@ func waitProbe(t *testing.T, p *imagestest.Pod, c *imagestest.Container, limit t
 		if code == 0 {
 			return
 		}
+		if strings.Contains(out, "failed with") {
+			t.Fatalf("container %s holds a startup failure: %s\nlogs:\n%s", c.Name, out, p.Logs())
+		}
 		select {
 		case <-c.Done():
 			t.Fatalf("container %s exited before ready (probe: %s)", c.Name, out)

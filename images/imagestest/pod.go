@@ -197,7 +197,9 @@ func atomicVolume(dir string, files map[string][]byte, modes map[string]os.FileM
 	return nil
 }
 
-func items(data map[string][]byte, its []corev1.KeyToPath, files map[string][]byte, modes map[string]os.FileMode) error {
+// items selects the keys of a Secret or ConfigMap; a missing key is an
+// error unless the source is optional (then it is left out, as kubelet does).
+func items(data map[string][]byte, its []corev1.KeyToPath, optional *bool, files map[string][]byte, modes map[string]os.FileMode) error {
 	if len(its) == 0 {
 		for k, v := range data {
 			files[k] = v
@@ -207,6 +209,9 @@ func items(data map[string][]byte, its []corev1.KeyToPath, files map[string][]by
 	for _, it := range its {
 		v, ok := data[it.Key]
 		if !ok {
+			if optional != nil && *optional {
+				continue
+			}
 			return fmt.Errorf("%w: key %s missing", ErrPod, it.Key)
 		}
 		files[it.Path] = v
@@ -222,7 +227,7 @@ func (p *Pod) secretVolume(dir string, s *corev1.SecretVolumeSource, fsGroup int
 	data, ok := p.cfg.Objects.Secrets[s.SecretName]
 	switch {
 	case ok:
-		if err := items(data, s.Items, files, modes); err != nil {
+		if err := items(data, s.Items, s.Optional, files, modes); err != nil {
 			return err
 		}
 	case s.Optional == nil || !*s.Optional:
@@ -240,7 +245,7 @@ func (p *Pod) configMapVolume(dir string, c *corev1.ConfigMapVolumeSource, fsGro
 		for k, v := range cm {
 			data[k] = []byte(v)
 		}
-		if err := items(data, c.Items, files, modes); err != nil {
+		if err := items(data, c.Items, c.Optional, files, modes); err != nil {
 			return err
 		}
 	case c.Optional == nil || !*c.Optional:
@@ -261,7 +266,7 @@ func (p *Pod) projectedVolume(dir string, pr *corev1.ProjectedVolumeSource, fsGr
 				}
 				return fmt.Errorf("%w: secret %s not found", ErrPod, src.Secret.Name)
 			}
-			if err := items(data, src.Secret.Items, files, modes); err != nil {
+			if err := items(data, src.Secret.Items, src.Secret.Optional, files, modes); err != nil {
 				return err
 			}
 		case src.ConfigMap != nil:
@@ -273,7 +278,7 @@ func (p *Pod) projectedVolume(dir string, pr *corev1.ProjectedVolumeSource, fsGr
 			for k, v := range cm {
 				data[k] = []byte(v)
 			}
-			if err := items(data, src.ConfigMap.Items, files, modes); err != nil {
+			if err := items(data, src.ConfigMap.Items, src.ConfigMap.Optional, files, modes); err != nil {
 				return err
 			}
 		default:
@@ -333,6 +338,15 @@ func (p *Pod) Spec(name string) (corev1.Container, bool) {
 		}
 	}
 	return corev1.Container{}, false
+}
+
+// Logs returns what the containers wrote, when PodConfig.Log has a String
+// method (a logtest.Buffer), else "".
+func (p *Pod) Logs() string {
+	if s, ok := p.cfg.Log.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return ""
 }
 
 // VolumeDir is the host directory of volume name.

@@ -1,0 +1,138 @@
+package containertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"oce.dev/oce/coordinator/compute/kubernetes"
+	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/probe/fakeprovider"
+	"oce.dev/oce/shared/appserver"
+	"oce.dev/oce/shared/logtest"
+	"oce.dev/oce/shared/supervise"
+)
+
+// harnessReady bounds login, the Codex model probe and the app-server start.
+const harnessReady = 120 * time.Second
+
+func dedicatedRev(id string) state.Revision {
+	return state.Revision{ID: id, AgentID: "agent-img", NamespaceID: "ns-img", Mode: state.ModeDedicated,
+		Harness: state.HarnessIdentity{ID: state.HarnessCodex, Version: "0.169.0"},
+		Document: []byte(`{"agents":{"defaults":{"model":"openai/gpt-fake-1","models":{"openai/gpt-fake-1":{"agentRuntime":{"id":"codex"}}}}},` +
+			`"plugins":{"entries":{"codex":{"enabled":true,"config":{"appServer":{"transport":"websocket"}}}}}}`),
+		HarnessAuth: &state.HarnessAuth{Method: "api_key", CredentialKind: "secret", SourceRef: "secret:model#key"}}
+}
+
+// The harness image runs the dedicated Harness Pod the driver renders: tini
+// PID 1, uid 1000, read-only root, kubelet's secret layout; the real Codex
+// app-server ready by the driver's exec probe, a turn over its WebSocket with
+// the capability token (refused without it); SIGTERM ends the container
+// with 0 within the Codex stop budget. A second container of the same Pod
+// (kubelet's restart) shows the respawn policy: when the app-server is
+// SIGKILLed harnessd exits 1 with one record saying so, for kubelet to
+// restart the container.
+func TestHarnessImageDedicated(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fp, err := fakeprovider.Start(ctx, fakeprovider.Options{ValidKeys: []string{goodKey}, Reply: reply})
+	require.NoError(t, err)
+	defer fp.Close()
+
+	r := render(t, dedicatedRev("rev-codex"), map[string][]byte{kubernetes.KeyOpenAIAPIKey: []byte(goodKey)}, kubernetes.RoleAgent)
+	log := &logtest.Buffer{}
+	p := podOf(t, r, r.claims(t), log, providerEnv(fp))
+	start := time.Now()
+	c := startContainer(t, p, r.container)
+	waitProbe(t, p, c, harnessReady)
+	t.Logf("harness container ready in %s", time.Since(start).Round(time.Millisecond))
+	requireKubeletShape(t, p, c, "harnessd")
+
+	url := fmt.Sprintf("ws://127.0.0.1:%d", kubernetes.AppServerPort)
+	token := r.secret(t, kubernetes.KeyAppServerToken)
+	_, err = appserver.Dial(ctx, url, "")
+	require.ErrorIs(t, err, appserver.ErrUnauthorized, "no capability token, no session")
+	tctx, tcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer tcancel()
+	cl, err := appserver.Dial(tctx, url, token)
+	require.NoError(t, err)
+	th, err := cl.StartThread(tctx, appserver.ThreadOptions{Cwd: "/home/node/workspace", ApprovalPolicy: appserver.ApprovalNever,
+		Sandbox: appserver.SandboxReadOnly, Ephemeral: true})
+	require.NoError(t, err)
+	res, err := cl.RunTurn(tctx, th.ID, "Say hello from the image", func(string) {})
+	require.NoError(t, err)
+	require.Equal(t, appserver.StatusCompleted, res.Status, "%+v", res.Error)
+	require.Contains(t, res.Text, reply)
+	cl.Close()
+
+	stopped := time.Now()
+	require.NoError(t, c.Signal(syscall.SIGTERM))
+	wctx, wcancel := context.WithTimeout(ctx, supervise.CodexStopBudget+5*time.Second)
+	defer wcancel()
+	code, err := c.Wait(wctx)
+	require.NoError(t, err)
+	require.Equal(t, 0, code)
+	took := time.Since(stopped)
+	t.Logf("harness container stopped in %s", took.Round(time.Millisecond))
+	require.Less(t, took, supervise.CodexStopBudget+5*time.Second)
+	c.Delete()
+
+	// the Pod's container again, as kubelet restarts it on the same volumes
+	log2 := &logtest.Buffer{}
+	p2 := podOf(t, r, p2Claims(p, r), log2, providerEnv(fp))
+	c2 := startContainer(t, p2, r.container)
+	waitProbe(t, p2, c2, harnessReady)
+	pid1, err := c2.Pid()
+	require.NoError(t, err)
+	sup := children(pid1)
+	require.Len(t, sup, 1)
+	var app int
+	for _, k := range children(sup[0]) {
+		if strings.Contains(strings.Join(cmdline(k), " "), "app-server") {
+			app = k
+		}
+	}
+	require.NotZero(t, app, "harnessd runs codex app-server")
+	require.NoError(t, syscall.Kill(app, syscall.SIGKILL))
+	code, err = c2.Wait(wctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("harnessd did not exit after its app-server died: %s", log2.String())
+	}
+	require.NoError(t, err)
+	require.Equal(t, 1, code, "harnessd exits for kubelet to restart the container")
+	var exited int
+	for _, rec := range records(log2, "") {
+		if rec["msg"] == "codex app-server exited" {
+			exited++
+		}
+	}
+	require.Equal(t, 1, exited, "one record says why: %s", log2.String())
+
+	for _, l := range []string{log.String(), log2.String()} {
+		require.NotContains(t, l, goodKey)
+		require.NotContains(t, l, token)
+	}
+}
+
+// providerEnv is the offline endpoint override a Harness gets: the /v1 base
+// Codex POSTs {base}/responses to (as the local driver passes it).
+func providerEnv(fp *fakeprovider.Server) string {
+	return "OCE_MODEL_PROVIDER_BASE_URL_OPENAI=" + fp.URL() + "/v1"
+}
+
+// p2Claims reuses the claims of the first Pod (the volumes outlive it).
+func p2Claims(p interface{ VolumeDir(string) string }, r rendered) map[string]string {
+	out := map[string]string{}
+	for _, v := range r.spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			out[v.PersistentVolumeClaim.ClaimName] = p.VolumeDir(v.Name)
+		}
+	}
+	return out
+}
