@@ -45,3 +45,17 @@ func joinCluster(ctx context.Context, log *slog.Logger, targets, token string, r
 		delay = min(delay*2, joinRetryMax)
 	}
 }
+// joinTargets drops the member's own advertised HTTP address from the
+// comma-separated join list, so one list can be given to every member of a
+// StatefulSet: the member it names (ordinal 0) bootstraps when it has no
+// state, the others join it.
+func joinTargets(join, self string) string {
+	norm := func(u string) string { return strings.TrimRight(strings.TrimSpace(u), "/") }
+	var keep []string
+	for _, t := range strings.Split(join, ",") {
+		if t = strings.TrimSpace(t); t != "" && norm(t) != norm(self) {
+			keep = append(keep, t)
+		}
+	}
+	return strings.Join(keep, ",")
+}

@@ -240,6 +240,9 @@ func (n *node) listen(context.Context) error {
 	if n.httpAdv, err = advertise(n.cfg.HTTPAdvertise, ln.Addr()); err != nil {
 		return err
 	}
+	// One join list for every member (a StatefulSet's): the member it names
+	// itself bootstraps, the others join it.
+	n.cfg.Join = joinTargets(n.cfg.Join, n.httpAdv)
 	if n.cfg.APISocket != "" {
 		_ = os.Remove(n.cfg.APISocket)
 		uln, err := net.Listen("unix", n.cfg.APISocket)

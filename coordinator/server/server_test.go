@@ -133,3 +133,13 @@ func TestRunRejectsUnknownDriver(t *testing.T) {
 		DriverName: "nope", Log: slog.New(slog.DiscardHandler)})
 	require.ErrorContains(t, err, "unknown driver")
 }
+
+// One join list serves every StatefulSet member: the member it names drops
+// itself (and bootstraps), the others keep it.
+func TestJoinTargetsDropsSelf(t *testing.T) {
+	list := "http://oce-coordinator-0.oce-coordinator.oce-system.svc:7400"
+	require.Equal(t, "", joinTargets(list, "http://oce-coordinator-0.oce-coordinator.oce-system.svc:7400/"))
+	require.Equal(t, list, joinTargets(list, "http://oce-coordinator-1.oce-coordinator.oce-system.svc:7400"))
+	require.Equal(t, "http://b:7400", joinTargets(" http://a:7400 , http://b:7400,", "http://a:7400"))
+	require.Equal(t, "", joinTargets("", "http://a:7400"))
+}

@@ -349,3 +349,16 @@ func TestReady(t *testing.T) {
 	require.True(t, st.Leader)
 	require.Positive(t, st.Leaderships)
 }
+
+// A DNS name given as the Raft advertise address (a StatefulSet member's
+// stable name) is kept as the name peers store and dial; an IP stays an IP.
+func TestAdvertiseByName(t *testing.T) {
+	s, err := newStreamLayer("127.0.0.1:0", "localhost:7300")
+	require.NoError(t, err)
+	defer s.Close()
+	require.Equal(t, "localhost:7300", s.Addr().String())
+	ip, err := newStreamLayer("127.0.0.1:0", "127.0.0.1:7300")
+	require.NoError(t, err)
+	defer ip.Close()
+	require.Equal(t, "127.0.0.1:7300", ip.Addr().String())
+}

@@ -49,6 +49,11 @@ func newStreamLayer(bind, advertise string, rt *RaftTLS) (*streamLayer, error) {
 			return nil, fmt.Errorf("raft advertise %s: not an advertisable address", advertise)
 		}
 		s.advertise = a
+		if host, _, _ := net.SplitHostPort(advertise); net.ParseIP(host) == nil {
+			// a DNS name (a StatefulSet member's stable name) is what peers
+			// store and dial: the Pod's IP changes when it is rescheduled
+			s.advertise = nameAddr(advertise)
+		}
 	} else if ta, ok := ln.Addr().(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
 		_ = ln.Close()
 		return nil, fmt.Errorf("raft bind %s is unspecified: set an advertise address", bind)
@@ -92,3 +97,13 @@ func (s *streamLayer) Close() error { return s.ln.Close() }
 
 // Addr implements net.Listener; raft advertises it.
 func (s *streamLayer) Addr() net.Addr { return s.advertise }
+
+// nameAddr is an advertised address given by DNS name; peers resolve it
+// when they dial.
+type nameAddr string
+
+// Network implements net.Addr.
+func (nameAddr) Network() string { return "tcp" }
+
+// String implements net.Addr.
+func (a nameAddr) String() string { return string(a) }
