@@ -64,7 +64,7 @@ func command() *cobra.Command {
 				os.Exit(1)
 			}()
 			if err := server.Run(ctx, cfg); err != nil {
-				log.Error("coordinator failed", "error", err.Error())
+				log.Error("coordinator failed", "code", server.StartCode(err), "error", err.Error())
 				return err
 			}
 			return nil

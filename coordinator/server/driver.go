@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/compute/memory"
 	"oce.dev/oce/shared/atomicfile"
 )
@@ -31,6 +32,32 @@ var (
 	// ErrDriverMismatch: the data dir belongs to another driver.
 	ErrDriverMismatch = errors.New("server: the data dir belongs to another compute driver")
 )
+
+// ErrDriverConfig: the compute driver's configuration is unusable.
+var ErrDriverConfig = errors.New("server: bad compute driver configuration")
+
+// Closed codes of a refused start, logged as the "coordinator failed"
+// record's code (StartCode).
+const (
+	CodeNotConfigured     = "NOT_CONFIGURED"
+	CodeMissingPermission = kubernetes.CodeMissingPermission
+	CodeInsecureToken     = "INSECURE_TOKEN_FILE"
+	CodeStartFailed       = "START_FAILED"
+)
+
+// StartCode classifies an error Run returned.
+func StartCode(err error) string {
+	switch {
+	case errors.Is(err, ErrDriverConfig), errors.Is(err, kubernetes.ErrConfig), errors.Is(err, ErrNoDriver),
+		errors.Is(err, ErrDriverMismatch):
+		return CodeNotConfigured
+	case errors.Is(err, kubernetes.ErrMissingPermission):
+		return CodeMissingPermission
+	case errors.Is(err, ErrInsecureToken):
+		return CodeInsecureToken
+	}
+	return CodeStartFailed
+}
 
 // DriverFactory builds a compute driver from the server's configuration.
 type DriverFactory func(cfg Config) (compute.Driver, error)

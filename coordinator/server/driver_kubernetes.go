@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
@@ -18,7 +19,8 @@ import (
 	"oce.dev/oce/shared/contract"
 )
 
-// Environment of the kubernetes driver.
+// Environment of the kubernetes driver (docs/kubernetes.md; the deploy
+// bundle sets them from one ConfigMap, images/deploy/driver-config.yaml).
 const (
 	envGatewayImage        = "OCE_GATEWAY_IMAGE"
 	envHarnessImage        = "OCE_HARNESS_IMAGE"
@@ -28,6 +30,12 @@ const (
 	envGatewayNodeSelector = "OCE_GATEWAY_NODE_SELECTOR" // dedicated Gateways: the trusted pool
 	serviceAccountNSFile   = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
+
+// DriverEnv lists every variable the kubernetes driver reads.
+var DriverEnv = []string{envGatewayImage, envHarnessImage, envStorageClass, envCredentialNamespace, envNodeSelector, envGatewayNodeSelector}
+
+// permissionCheckTimeout bounds the start-time access reviews.
+const permissionCheckTimeout = 30 * time.Second
 
 func init() { RegisterDriver(kubernetes.Name, newKubernetesDriver) }
 
@@ -57,7 +65,17 @@ func newKubernetesDriver(Config) (compute.Driver, error) {
 		return nil, err
 	}
 	cfg.Credentials = secretCredentials{client: client, namespace: ns}
-	return kubernetes.New(cfg, client)
+	d, err := kubernetes.New(cfg, client)
+	if err != nil {
+		// the error names the field; say which variables set them
+		return nil, fmt.Errorf("%w (%s, %s, %s, %s): %w", ErrDriverConfig, envGatewayImage, envHarnessImage, envNodeSelector, envGatewayNodeSelector, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), permissionCheckTimeout)
+	defer cancel()
+	if err := kubernetes.CheckPermissions(ctx, client); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // kubernetesConfigFromEnv reads the driver's settings: images, storage
@@ -68,10 +86,10 @@ func kubernetesConfigFromEnv(getenv func(string) string) (kubernetes.Config, err
 		StorageClass: getenv(envStorageClass)}
 	var err error
 	if cfg.NodeSelector, err = kubernetes.ParseNodeSelector(getenv(envNodeSelector)); err != nil {
-		return cfg, fmt.Errorf("server: %s: %w", envNodeSelector, err)
+		return cfg, fmt.Errorf("%w: %s: %w", ErrDriverConfig, envNodeSelector, err)
 	}
 	if cfg.GatewayNodeSelector, err = kubernetes.ParseNodeSelector(getenv(envGatewayNodeSelector)); err != nil {
-		return cfg, fmt.Errorf("server: %s: %w", envGatewayNodeSelector, err)
+		return cfg, fmt.Errorf("%w: %s: %w", ErrDriverConfig, envGatewayNodeSelector, err)
 	}
 	return cfg, nil
 }

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -70,4 +72,31 @@ func TestKubernetesConfigFromEnv(t *testing.T) {
 	_, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
 	require.ErrorIs(t, err, kubernetes.ErrBadNodeSelector)
 	require.ErrorContains(t, err, envGatewayNodeSelector)
+}
+
+// A wrong image variable stops the start before anything is contacted, with
+// the NOT_CONFIGURED code and the variable named.
+func TestKubernetesDriverRefusesWrongImageVariable(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600))
+	t.Setenv("KUBECONFIG", kc)
+	t.Setenv(envGatewayImage, "Not An Image")
+	t.Setenv(envHarnessImage, "localhost/oce/harness:1")
+	_, err := newKubernetesDriver(Config{})
+	require.ErrorIs(t, err, ErrDriverConfig)
+	require.Equal(t, CodeNotConfigured, StartCode(err))
+	require.Contains(t, err.Error(), envGatewayImage)
+	require.Contains(t, err.Error(), "Not An Image")
+
+	t.Setenv(envGatewayImage, "localhost/oce/gateway:1")
+	t.Setenv(envNodeSelector, "no-equals")
+	_, err = newKubernetesDriver(Config{})
+	require.Equal(t, CodeNotConfigured, StartCode(err))
+	require.Contains(t, err.Error(), envNodeSelector)
 }

@@ -45,6 +45,7 @@ func joinCluster(ctx context.Context, log *slog.Logger, targets, token string, r
 		delay = min(delay*2, joinRetryMax)
 	}
 }
+
 // joinTargets drops the member's own advertised HTTP address from the
 // comma-separated join list, so one list can be given to every member of a
 // StatefulSet: the member it names (ordinal 0) bootstraps when it has no

@@ -10,10 +10,13 @@ package kubernetes
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"regexp"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
 	"oce.dev/oce/coordinator/compute"
@@ -60,7 +63,16 @@ var (
 	ErrNotEmpty        = errors.New("kubernetes: namespace still holds Agent resources")
 	ErrStillRunning    = errors.New("kubernetes: pods still present after the stop deadline")
 	ErrUnsupported     = errors.New("kubernetes: unsupported topology or harness auth")
+	// ErrConfig: the driver's configuration (image references, node
+	// selectors) is unusable; New refuses to start.
+	ErrConfig = errors.New("kubernetes: bad driver configuration")
 )
+
+// imageRef is a container image reference: [registry[:port]/]path[:tag][@sha256:digest].
+var imageRef = regexp.MustCompile(`^([a-zA-Z0-9.-]+(:[0-9]+)?/)?[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`)
+
+// ValidImageRef reports whether ref is a well-formed image reference.
+func ValidImageRef(ref string) bool { return len(ref) <= 255 && imageRef.MatchString(ref) }
 
 // Credentials resolves a revision's harnessAuth binding (see compute.Credentials).
 type Credentials = compute.Credentials
@@ -124,8 +136,17 @@ func New(cfg Config, client kubernetes.Interface) (*Driver, error) {
 	if client == nil {
 		return nil, errors.New("kubernetes: nil client")
 	}
-	if cfg.GatewayImage == "" || cfg.HarnessImage == "" {
-		return nil, errors.New("kubernetes: GatewayImage and HarnessImage are required")
+	for name, ref := range map[string]string{"GatewayImage": cfg.GatewayImage, "HarnessImage": cfg.HarnessImage} {
+		if !ValidImageRef(ref) {
+			return nil, fmt.Errorf("%w: %s %q is not an image reference", ErrConfig, name, ref)
+		}
+	}
+	for name, sel := range map[string]map[string]string{"NodeSelector": cfg.NodeSelector, "GatewayNodeSelector": cfg.GatewayNodeSelector} {
+		for k, v := range sel {
+			if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+				return nil, fmt.Errorf("%w: %s entry %q=%q is not a label", ErrConfig, name, k, v)
+			}
+		}
 	}
 	if cfg.Name == "" {
 		cfg.Name = Name

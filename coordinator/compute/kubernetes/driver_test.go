@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -318,4 +319,25 @@ func TestDeleteCredentialsNeedsExactOwner(t *testing.T) {
 		left = append(left, c.Name)
 	}
 	require.ElementsMatch(t, []string{"forged", "other"}, left)
+}
+
+// A wrong image variable or node selector refuses to start with ErrConfig.
+func TestNewRefusesBadConfig(t *testing.T) {
+	cs := fake.NewClientset()
+	for _, ok := range []string{"localhost/oce/gateway:0b487fc42a19413e", "registry.example:5000/team/oce-gateway:v1.2",
+		"oce/gateway@sha256:" + strings.Repeat("a", 64), "gateway"} {
+		require.True(t, ValidImageRef(ok), ok)
+	}
+	for _, cfg := range []Config{
+		{GatewayImage: "", HarnessImage: "oce/harness:1"},
+		{GatewayImage: "oce/gateway:1", HarnessImage: "Oce/Harness:latest"},
+		{GatewayImage: "oce/gateway:1 ", HarnessImage: "oce/harness:1"},
+		{GatewayImage: "oce/gateway:1", HarnessImage: "oce/harness:1", NodeSelector: map[string]string{"pool": "has space"}},
+		{GatewayImage: "oce/gateway:1", HarnessImage: "oce/harness:1", GatewayNodeSelector: map[string]string{"-bad": "x"}},
+	} {
+		_, err := New(cfg, cs)
+		require.ErrorIs(t, err, ErrConfig, "%+v", cfg)
+	}
+	_, err := New(Config{GatewayImage: "oce/gateway:1", HarnessImage: "oce/harness:1", NodeSelector: map[string]string{"oce.dev/pool": "agents"}}, cs)
+	require.NoError(t, err)
 }
