@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin
 TEST_TIMEOUT ?= 45m
 
-.PHONY: help build test test-short bench lint fuzz runtimes k8s-testenv demo clean
+.PHONY: help build test test-short bench lint fuzz runtimes k8s-testenv images demo clean
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -20,14 +20,17 @@ k8s-testenv: ## build the pinned test control plane, kubelet, kube-proxy and con
 	@bash scripts/k8s-testenv/build.sh >/dev/null
 	@bash scripts/k8s-testenv/node.sh >/dev/null
 
-test: runtimes k8s-testenv ## run every test (real runtimes in loopback-only namespaces, a real kube-apiserver)
+images: ## build the coordinator, gateway and harness images without a registry (OCI archives in the shared cache)
+	@bash scripts/images.sh >/dev/null
+
+test: runtimes k8s-testenv images ## run every test (real runtimes in loopback-only namespaces, a real kube-apiserver)
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-short: ## unit tests only (no real runtimes)
 	$(GO) test -count=1 -short ./...
 
-bench: runtimes k8s-testenv ## run the benchmarks that docs/PERFORMANCE.md reports
+bench: runtimes k8s-testenv images ## run the benchmarks that docs/PERFORMANCE.md reports
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 
 lint: ## gofmt and go vet

@@ -170,11 +170,11 @@ build() {
 			"dev.oce.image.key=$key"; do
 			meta+=(--label "$kv" --annotation "$kv")
 		done
-		buildah "${store[@]}" bud --pull=never --layers=false --identity-label=false --omit-history \
+		buildah "${store[@]}" bud --quiet --pull=never --layers=false --identity-label=false --omit-history \
 			--build-arg "BASE=localhost/oce/base:$bkey" "${meta[@]}" \
 			-f "$root/images/$name/Containerfile" -t "$ref" "$ctx" >&2
 		tmp=$(mktemp -d "$cache/tmp/$name.XXXXXX")
-		buildah "${store[@]}" push --format oci "$ref" "oci:$tmp/layout:$ref" >&2
+		buildah "${store[@]}" push --quiet --format oci "$ref" "oci:$tmp/layout:$ref" >&2
 		# name the manifest for containerd (ctr import keeps io.containerd.image.name)
 		sed -i "s#\"annotations\":{#\"annotations\":{\"io.containerd.image.name\":\"$ref\",#" "$tmp/layout/index.json"
 		grep -q "io.containerd.image.name" "$tmp/layout/index.json" || { log "could not annotate the index"; exit 1; }

@@ -47,11 +47,17 @@ func joinCluster(ctx context.Context, log *slog.Logger, targets, token string, r
 }
 
 // joinTargets drops the member's own advertised HTTP address from the
-// comma-separated join list, so one list can be given to every member of a
+// comma-separated join list (scheme ignored), so one list can be given to every member of a
 // StatefulSet: the member it names (ordinal 0) bootstraps when it has no
 // state, the others join it.
 func joinTargets(join, self string) string {
-	norm := func(u string) string { return strings.TrimRight(strings.TrimSpace(u), "/") }
+	norm := func(u string) string { // host:port: members advertise it bare and join with https://
+		u = strings.TrimSpace(u)
+		if _, rest, ok := strings.Cut(u, "://"); ok {
+			u = rest
+		}
+		return strings.TrimRight(u, "/")
+	}
 	var keep []string
 	for _, t := range strings.Split(join, ",") {
 		if t = strings.TrimSpace(t); t != "" && norm(t) != norm(self) {

@@ -142,4 +142,6 @@ func TestJoinTargetsDropsSelf(t *testing.T) {
 	require.Equal(t, list, joinTargets(list, "http://oce-coordinator-1.oce-coordinator.oce-system.svc:7400"))
 	require.Equal(t, "http://b:7400", joinTargets(" http://a:7400 , http://b:7400,", "http://a:7400"))
 	require.Equal(t, "", joinTargets("", "http://a:7400"))
+	require.Equal(t, "", joinTargets("https://oce-coordinator-0.oce-coordinator:7400", "oce-coordinator-0.oce-coordinator:7400"),
+		"TLS members advertise host:port and join https://")
 }
