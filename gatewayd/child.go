@@ -92,8 +92,8 @@ func (g *Gatewayd) gatewayEnv(withSecrets bool) []string {
 		// the gateway tries to update the codex plugin at every start; offline
 		// that fails at once instead of retrying DNS for a minute
 		env = append(supervise.Env(env, "npm_config_offline", "npm_config_cache"), "npm_config_offline=true")
-		if g.cfg.NPMCache != "" {
-			env = append(env, "npm_config_cache="+g.cfg.NPMCache)
+		if c := g.npmCache(); c != "" {
+			env = append(env, "npm_config_cache="+c)
 		}
 	}
 	if !withSecrets {

@@ -91,6 +91,10 @@ type Gatewayd struct {
 	renderedPath    string
 	configReadonly  bool
 
+	// installCache, while set, replaces cfg.NPMCache for the plugin
+	// installer (a writable copy of a read-only image cache).
+	installCache string
+
 	respawns    []time.Time
 	peerChanged chan struct{}
 	mu          sync.Mutex

@@ -3,9 +3,14 @@ package gatewayd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	"oce.dev/oce/shared/codes"
 	"oce.dev/oce/shared/contract"
@@ -109,6 +114,78 @@ func merge(dst, src map[string]any) {
 	}
 }
 
+// npmCache is the npm cache children get: the installer's writable copy
+// while it runs, else the configured one.
+func (g *Gatewayd) npmCache() string {
+	if g.installCache != "" {
+		return g.installCache
+	}
+	return g.cfg.NPMCache
+}
+
+// installCacheDir is where a read-only npm cache is copied for the
+// installer (in the state dir: the image's /tmp is small); removed after.
+const installCacheDir = ".oce-npm-cache"
+
+// writableCache returns an npm cache the installer can use: the configured
+// one when this process may write it, else a copy in the state dir (npm
+// writes index entries and logs into its cache even offline, and answers
+// ENOTCACHED from a read-only one — the gateway image's cache is on the
+// read-only root). done removes the copy.
+func (g *Gatewayd) writableCache() (dir string, done func(), err error) {
+	src := g.cfg.NPMCache
+	if err := unix.Access(src, unix.W_OK); err == nil || errors.Is(err, fs.ErrNotExist) {
+		return src, func() {}, nil // writable, or missing: npm reports that
+	}
+	dst := filepath.Join(g.cfg.StateDir, installCacheDir)
+	_ = os.RemoveAll(dst)
+	if err := copyTree(src, dst); err != nil {
+		_ = os.RemoveAll(dst)
+		return "", nil, fmt.Errorf("copy the read-only npm cache: %w", err)
+	}
+	return dst, func() { _ = os.RemoveAll(dst) }, nil
+}
+
+// copyTree copies directories, regular files and symlinks of src to dst.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, 0o700)
+		case d.Type()&fs.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, to)
+		case d.Type().IsRegular():
+			in, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(out, in); err != nil {
+				out.Close()
+				return err
+			}
+			return out.Close()
+		}
+		return nil // sockets, devices: not in an npm cache
+	})
+}
+
 // installCodexPlugin runs `openclaw plugins install` offline from the npm
 // cache, then writes the full rendered config (keeping the gateway's meta).
 // A stop is forwarded to the installer by the supervisor and ends startup.
@@ -117,6 +194,12 @@ func (g *Gatewayd) installCodexPlugin(ctx context.Context, full []byte) error {
 	if len(cmd) == 0 {
 		return phase.FailCheck(PhasePluginInstall, codes.Unavailable, fmt.Errorf("no openclaw command"))
 	}
+	cache, done, err := g.writableCache()
+	if err != nil {
+		return phase.FailCheck(PhasePluginInstall, codes.Unavailable, err)
+	}
+	g.installCache = cache
+	defer func() { g.installCache = ""; done() }()
 	out := logging.LineWriter(g.log, "stdout", nil)
 	errw := logging.LineWriter(g.log, "stderr", nil)
 	defer out.Close()

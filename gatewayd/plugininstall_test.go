@@ -119,3 +119,34 @@ func mustRead(t *testing.T, path string) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// A read-only npm cache (the gateway image's) is copied into the state dir
+// for the installer and removed after; a writable one is used as is.
+func TestWritableCacheCopiesAReadOnlyCache(t *testing.T) {
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	require.NoError(t, os.MkdirAll(filepath.Join(cache, "_cacache", "index-v5"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(cache, "_cacache", "index-v5", "entry"), []byte("idx"), 0o644))
+	require.NoError(t, os.Symlink("index-v5/entry", filepath.Join(cache, "_cacache", "link")))
+	g := &Gatewayd{cfg: Config{Topology: DedicatedCodex, NPMCache: cache, StateDir: filepath.Join(dir, "state")}}
+	got, done, err := g.writableCache()
+	require.NoError(t, err)
+	require.Equal(t, cache, got, "a writable cache is used in place")
+	done()
+
+	// the test binary runs in a private mount namespace (netns.Main)
+	require.NoError(t, syscall.Mount(cache, cache, "", syscall.MS_BIND, ""))
+	defer syscall.Unmount(cache, syscall.MNT_DETACH)
+	require.NoError(t, syscall.Mount("", cache, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""))
+	got, done, err = g.writableCache()
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(dir, "state", installCacheDir), got)
+	b, err := os.ReadFile(filepath.Join(got, "_cacache", "link"))
+	require.NoError(t, err)
+	require.Equal(t, "idx", string(b))
+	g.installCache = got
+	require.Contains(t, g.gatewayEnv(false), "npm_config_cache="+got, "the installer gets the copy")
+	done()
+	_, err = os.Stat(got)
+	require.True(t, os.IsNotExist(err), "the copy is removed after the install")
+}
