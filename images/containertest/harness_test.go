@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +14,9 @@ import (
 
 	"oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/gatewayd"
+	"oce.dev/oce/images/imagestest"
+	"oce.dev/oce/occ"
 	"oce.dev/oce/probe/fakeprovider"
 	"oce.dev/oce/shared/appserver"
 	"oce.dev/oce/shared/logtest"
@@ -135,4 +139,76 @@ func p2Claims(p interface{ VolumeDir(string) string }, r rendered) map[string]st
 		}
 	}
 	return out
+}
+
+// The dedicated Codex topology in the two images: the Harness container,
+// then the Gateway container the driver creates once the Harness runs. The
+// gateway image installs the @openclaw/codex plugin offline from the npm
+// cache it carries (read-only root: gatewayd copies it into the state
+// volume for the installer), becomes ready by the driver's probe, and a
+// message through the real gateway's codex plugin reaches the Harness's
+// Codex and comes back with the fake provider's reply.
+//
+// Both containers share the test's one loopback-only network namespace, so
+// what a cluster's Services and separate Pod addresses provide is given as
+// overrides: the Gateway reaches the Harness on 127.0.0.1 (not
+// agent-<a12>.<ns>.svc), and its status server moves to 18792 (both Pods
+// use 18791 in a cluster).
+func TestDedicatedCodexImages(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fp, err := fakeprovider.Start(ctx, fakeprovider.Options{ValidKeys: []string{goodKey}, Reply: reply})
+	require.NoError(t, err)
+	defer fp.Close()
+	hr, gr := renderDedicated(t, dedicatedRev("rev-pair"), map[string][]byte{kubernetes.KeyOpenAIAPIKey: []byte(goodKey)})
+
+	hlog := &logtest.Buffer{}
+	hp := podOf(t, hr, hr.claims(t), hlog, providerEnv(fp))
+	hc := startContainer(t, hp, hr.container)
+	waitProbe(t, hp, hc, harnessReady)
+
+	glog := &logtest.Buffer{}
+	gp := podOf(t, gr, gr.claims(t), glog,
+		fmt.Sprintf("OCE_STATUS_ADDR=:%d", kubernetes.PluginStatusPort+1),
+		fmt.Sprintf("OCE_PEER_STATUS_URL=http://127.0.0.1:%d/openclaw/plugin-runtime/remote-status", kubernetes.PluginStatusPort),
+		fmt.Sprintf("OCE_APP_SERVER_URL=ws://127.0.0.1:%d", kubernetes.AppServerPort))
+	start := time.Now()
+	gc := startContainer(t, gp, gr.container)
+	waitProbe(t, gp, gc, gatewayReady)
+	t.Logf("dedicated gateway container ready in %s (plugin install included)", time.Since(start).Round(time.Millisecond))
+	requireKubeletShape(t, gp, gc, "gatewayd")
+
+	var install map[string]any
+	for _, rec := range records(glog, "gatewayd") {
+		if rec["msg"] == "runtime.startup_phase" && rec["phase"] == gatewayd.PhasePluginInstall {
+			install = rec
+		}
+	}
+	require.NotNil(t, install, "the plugin-install phase ran")
+	require.Equal(t, "ok", install["outcome"])
+	out, code, err := gc.Exec(ctx, "", "/bin/sh", "-c",
+		"ls -d /home/node/.openclaw/npm/projects/*/node_modules/@openclaw/codex && ! test -e /home/node/.openclaw/.oce-npm-cache")
+	require.NoError(t, err)
+	require.Equal(t, 0, code, "a managed install in the state volume, the cache copy removed: %s", out)
+
+	cctx, ccancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer ccancel()
+	before := fp.Requests()
+	text, err := occ.Chat(cctx, fmt.Sprintf("ws://127.0.0.1:%d", kubernetes.GatewayPort), gr.secret(t, kubernetes.KeyGatewayPassword),
+		"main", "hello codex in a container", io.Discard, nil)
+	require.NoError(t, err, "gateway log: %s", glog.String())
+	require.Contains(t, text, reply, "the reply came through the gateway's codex plugin and the Harness's Codex")
+	require.Greater(t, fp.Requests(), before)
+
+	for _, c := range []*imagestest.Container{gc, hc} {
+		require.NoError(t, c.Signal(syscall.SIGTERM))
+		wctx, wcancel := context.WithTimeout(ctx, supervise.GatewayStopBudget)
+		code, err := c.Wait(wctx)
+		wcancel()
+		require.NoError(t, err)
+		require.Equal(t, 0, code)
+	}
+	for _, l := range []string{hlog.String(), glog.String()} {
+		require.NotContains(t, l, goodKey)
+	}
 }

@@ -38,12 +38,41 @@ type rendered struct {
 func render(t *testing.T, rev state.Revision, creds map[string][]byte, role string) rendered {
 	t.Helper()
 	cs := fake.NewClientset()
+	prepare(t, cs, rev, creds)
+	return renderedOf(t, cs, role)
+}
+
+// renderDedicated renders both Pods of a dedicated Codex revision: the
+// driver creates the Gateway once the Harness Pod runs, so a running,
+// ready Harness Pod is planted between two preparation passes.
+func renderDedicated(t *testing.T, rev state.Revision, creds map[string][]byte) (harness, gateway rendered) {
+	t.Helper()
+	cs := fake.NewClientset()
+	prepare(t, cs, rev, creds)
+	harness = renderedOf(t, cs, kubernetes.RoleAgent)
+	dep, err := cs.AppsV1().Deployments(harness.ns).Get(context.Background(), harness.name, metav1.GetOptions{})
+	require.NoError(t, err)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: harness.name + "-0", Namespace: harness.ns, Labels: dep.Spec.Template.Labels},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	_, err = cs.CoreV1().Pods(harness.ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	prepare(t, cs, rev, creds)
+	return harness, renderedOf(t, cs, kubernetes.RoleGateway)
+}
+
+func prepare(t *testing.T, cs *fake.Clientset, rev state.Revision, creds map[string][]byte) {
+	t.Helper()
 	d, err := kubernetes.New(kubernetes.Config{GatewayImage: images[imagestest.Gateway].Ref, HarnessImage: images[imagestest.Harness].Ref,
 		Credentials: kubernetes.CredentialsFunc(func(context.Context, state.Revision) (map[string][]byte, error) { return creds, nil })}, cs)
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: rev.NamespaceID}))
 	require.NoError(t, d.PrepareRevision(ctx, rev))
+}
+
+func renderedOf(t *testing.T, cs *fake.Clientset, role string) rendered {
+	t.Helper()
+	ctx := context.Background()
 	deps, err := cs.AppsV1().Deployments("").List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelRole + "=" + role})
 	require.NoError(t, err)
 	require.Len(t, deps.Items, 1, "one %s Deployment", role)
