@@ -10,7 +10,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
+	"time"
 )
 
 // Media types of the OCI image layout scripts/images.sh writes.
@@ -95,6 +97,8 @@ func Unpack(archive string) (*Unpacked, error) {
 	hex := strings.TrimPrefix(md.Digest, "sha256:")
 	u.RootFS = filepath.Join(CacheDir(), "rootfs", hex)
 	if _, err := os.Stat(u.RootFS + ".done"); err == nil {
+		now := time.Now()
+		_ = os.Chtimes(u.RootFS+".done", now, now) // recently used: kept by prune
 		return u, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(u.RootFS), 0o755); err != nil {
@@ -120,7 +124,39 @@ func Unpack(archive string) (*Unpacked, error) {
 	if err := os.WriteFile(u.RootFS+".done", []byte(md.Digest+"\n"), 0o644); err != nil {
 		return nil, err
 	}
+	prune(filepath.Dir(u.RootFS), keepRootFS)
 	return u, nil
+}
+
+// keepRootFS is how many unpacked images stay cached (three images, two
+// generations: a test of another branch may still run on the older ones).
+const keepRootFS = 6
+
+// prune removes all but the keep most recently used unpacked images (and
+// partial ones left by an interrupted unpack over an hour ago).
+func prune(dir string, keep int) {
+	done, _ := filepath.Glob(filepath.Join(dir, "*.done"))
+	sort.Slice(done, func(i, j int) bool { return mtime(done[i]).After(mtime(done[j])) })
+	for i, d := range done {
+		if i >= keep {
+			_ = os.Remove(d)
+			_ = os.RemoveAll(strings.TrimSuffix(d, ".done"))
+		}
+	}
+	partial, _ := filepath.Glob(filepath.Join(dir, "*.partial-*"))
+	for _, p := range partial {
+		if time.Since(mtime(p)) > time.Hour {
+			_ = os.RemoveAll(p)
+		}
+	}
+}
+
+func mtime(p string) time.Time {
+	st, err := os.Stat(p)
+	if err != nil {
+		return time.Time{}
+	}
+	return st.ModTime()
 }
 
 // readIndex reads the archive's index.json.
