@@ -70,6 +70,12 @@ link_tree() { mkdir -p "$(dirname "$2")"; cp -al "$1" "$2" 2>/dev/null || cp -a 
 
 # stage NAME DIR: the build context of image NAME (rootfs/ and nothing else).
 stage() {
+	stage_bins "$1" "$2"
+	stage_runtimes "$1" "$2"
+}
+
+# stage_bins NAME DIR: a fresh context with the image's Go binaries.
+stage_bins() {
 	local name=$1 dir=$2 r
 	rm -rf "$dir"
 	mkdir -p "$dir/rootfs/usr/local/bin"
@@ -81,6 +87,11 @@ stage() {
 	harness) pkgs=(./cmd/harnessd ./cmd/nodehost) ;;
 	esac
 	(cd "$root" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$r/usr/local/bin/" "${pkgs[@]}")
+}
+
+# stage_runtimes NAME DIR: the pinned npm runtimes of image NAME.
+stage_runtimes() {
+	local name=$1 r=$2/rootfs
 	case $name in
 	gateway)
 		mkdir -p "$r/opt/oce/node/bin"
@@ -155,12 +166,13 @@ build() {
 	local name=$1 bkey=$2 ctx key ref archive t0 tmp
 	t0=$(ms)
 	ctx="$cache/context/$name"
-	stage "$name" "$ctx"
+	stage_bins "$name" "$ctx" # the key needs only the binaries and the runtime stamps
 	key=$(image_key "$name" "$ctx" "$bkey")
 	ref=localhost/oce/$name:$key
 	archive="$out/$name-$key.oci.tar"
 	if [ ! -s "$archive" ]; then
 		log "building $ref"
+		stage_runtimes "$name" "$ctx"
 		local version revision
 		version=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)
 		revision=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
