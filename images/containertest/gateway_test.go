@@ -15,7 +15,6 @@ import (
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/gatewayd"
 	"oce.dev/oce/occ"
-	"oce.dev/oce/probe/fakeprovider"
 	"oce.dev/oce/shared/logtest"
 	"oce.dev/oce/shared/supervise"
 )
@@ -45,9 +44,7 @@ func embeddedRev(id string) state.Revision {
 func TestGatewayImageEmbedded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	fp, err := fakeprovider.Start(ctx, fakeprovider.Options{ValidKeys: []string{goodKey}, Reply: reply})
-	require.NoError(t, err)
-	defer fp.Close()
+	fp := startProvider(t)
 
 	r := render(t, embeddedRev("rev-good"), map[string][]byte{kubernetes.KeyModelAPIKey: []byte(goodKey)}, kubernetes.RoleGateway)
 	log := &logtest.Buffer{}
@@ -84,15 +81,7 @@ func TestGatewayImageEmbedded(t *testing.T) {
 	require.NotEqual(t, kids, children(sup))
 
 	// SIGTERM to PID 1 (what kubelet's stop does): exit 0 within the budget
-	stopped := time.Now()
-	require.NoError(t, c.Signal(syscall.SIGTERM))
-	wctx, wcancel := context.WithTimeout(ctx, supervise.GatewayStopBudget)
-	defer wcancel()
-	code, err := c.Wait(wctx)
-	require.NoError(t, err)
-	require.Equal(t, 0, code, "tini -e 143 maps the supervisor's SIGTERM exit to 0")
-	took := time.Since(stopped)
-	require.Less(t, took, supervise.GatewayStopBudget)
+	took := stopContainer(t, c, supervise.GatewayStopBudget)
 	t.Logf("gateway container stopped in %s", took.Round(time.Millisecond))
 
 	logs := log.String()
@@ -106,9 +95,7 @@ func TestGatewayImageEmbedded(t *testing.T) {
 func TestGatewayImageBadKeyHeld(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	fp, err := fakeprovider.Start(ctx, fakeprovider.Options{ValidKeys: []string{goodKey}, Reply: reply})
-	require.NoError(t, err)
-	defer fp.Close()
+	fp := startProvider(t)
 	r := render(t, embeddedRev("rev-bad"), map[string][]byte{kubernetes.KeyModelAPIKey: []byte(badKey)}, kubernetes.RoleGateway)
 	log := &logtest.Buffer{}
 	p := podOf(t, r, r.claims(t), log, "OCE_MODEL_PROVIDER_BASE_URL_OPENAI="+fp.URL())
@@ -116,8 +103,8 @@ func TestGatewayImageBadKeyHeld(t *testing.T) {
 	spec, _ := p.Spec(r.container)
 	var out string
 	require.Eventually(t, func() bool {
-		var code int
-		out, code, err = c.Probe(ctx, spec.ReadinessProbe)
+		o, code, err := c.Probe(ctx, spec.ReadinessProbe)
+		out = o
 		require.NoError(t, err)
 		require.NotEqual(t, 0, code, "never ready with a bad key")
 		return strings.Contains(out, "AUTHENTICATION_FAILED")
@@ -137,12 +124,7 @@ func TestGatewayImageBadKeyHeld(t *testing.T) {
 		t.Fatal("a held failure keeps the container running")
 	default:
 	}
-	require.NoError(t, c.Signal(syscall.SIGTERM))
-	wctx, wcancel := context.WithTimeout(ctx, supervise.GatewayStopBudget)
-	defer wcancel()
-	code, err := c.Wait(wctx)
-	require.NoError(t, err)
-	require.Equal(t, 0, code)
+	stopContainer(t, c, supervise.GatewayStopBudget)
 	require.NotContains(t, log.String(), badKey)
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/images/imagestest"
+	"oce.dev/oce/probe/fakeprovider"
 	"oce.dev/oce/shared/logtest"
 )
 
@@ -162,6 +164,32 @@ func waitProbe(t *testing.T, p *imagestest.Pod, c *imagestest.Container, limit t
 		}
 		require.True(t, time.Now().Before(deadline), "not ready within %s: %s", limit, out)
 	}
+}
+
+// startProvider starts the offline fake provider (accepting goodKey) for
+// the test.
+func startProvider(t *testing.T) *fakeprovider.Server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	fp, err := fakeprovider.Start(ctx, fakeprovider.Options{ValidKeys: []string{goodKey}, Reply: reply})
+	require.NoError(t, err)
+	t.Cleanup(func() { fp.Close(); cancel() })
+	return fp
+}
+
+// stopContainer sends SIGTERM to PID 1, as kubelet's stop does, and
+// requires exit 0 (tini -e 143 maps the supervisor's SIGTERM exit) within
+// budget; it returns how long the stop took.
+func stopContainer(t *testing.T, c *imagestest.Container, budget time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	require.NoError(t, c.Signal(syscall.SIGTERM))
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	code, err := c.Wait(ctx)
+	require.NoError(t, err, "stopped within %s", budget)
+	require.Equal(t, 0, code)
+	return time.Since(start)
 }
 
 // procStatus reads one field of /proc/<pid>/status.

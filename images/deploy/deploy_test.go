@@ -283,4 +283,3 @@ func TestCoordinatorStartChecksPermissions(t *testing.T) {
 		require.Contains(t, msg, p.String(), "the record names every missing access")
 	}
 }
-
