@@ -257,14 +257,20 @@ func (h *harness) workspaceSetup(context.Context) error {
 		return phase.Fail(codes.NotConfigured, err)
 	}
 	cfg.Model = m
+	missing := func(err error) error {
+		// the one record that names what is missing (the phase records
+		// carry codes only): the variable, never a path
+		h.log.Error("codex runtime not installed", "code", string(codes.Unavailable), "missing", EnvCodexBin)
+		return phase.Fail(codes.Unavailable, fmt.Errorf("codex binary (%s) not found: %w", EnvCodexBin, err))
+	}
 	if !strings.Contains(cfg.Codex, "/") {
 		path, err := exec.LookPath(cfg.Codex) // a lookup only: every child starts through supervise
 		if err != nil {
-			return phase.Fail(codes.Unavailable, fmt.Errorf("codex binary not found: %w", err))
+			return missing(err)
 		}
 		cfg.Codex = path
 	} else if _, err := os.Stat(cfg.Codex); err != nil {
-		return phase.Fail(codes.Unavailable, fmt.Errorf("codex binary %s (%s) not found: %w", filepath.Base(cfg.Codex), EnvCodexBin, err))
+		return missing(err)
 	}
 	if err := cfg.checkPlacement(); err != nil {
 		return phase.Fail(codes.Unavailable, err)

@@ -196,3 +196,30 @@ func TestDedicatedCodexImages(t *testing.T) {
 		require.NotContains(t, l, goodKey)
 	}
 }
+
+// A missing runtime in the harness image is held at start with one record
+// naming the variable that points at it; the probe says which check failed.
+func TestHarnessImageMissingRuntime(t *testing.T) {
+	fp := startProvider(t)
+	r := render(t, dedicatedRev("rev-nocodex"), map[string][]byte{kubernetes.KeyOpenAIAPIKey: []byte(goodKey)}, kubernetes.RoleAgent)
+	log := &logtest.Buffer{}
+	p := podOf(t, r, r.claims(t), log, providerEnv(fp), "OCE_CODEX_BIN=/usr/local/bin/no-codex")
+	c := startContainer(t, p, r.container)
+	spec, _ := p.Spec(r.container)
+	require.Eventually(t, func() bool {
+		out, code, err := c.Probe(context.Background(), spec.ReadinessProbe)
+		require.NoError(t, err)
+		require.NotEqual(t, 0, code)
+		return strings.Contains(out, "workspace-setup failed with UNAVAILABLE")
+	}, harnessReady, time.Second)
+	var named []map[string]any
+	for _, rec := range records(log, "harnessd") {
+		if rec["missing"] != nil {
+			named = append(named, rec)
+		}
+	}
+	require.Len(t, named, 1, log.String())
+	require.Equal(t, "OCE_CODEX_BIN", named[0]["missing"])
+	require.Equal(t, "UNAVAILABLE", named[0]["code"])
+	stopContainer(t, c, supervise.CodexStopBudget+time.Second)
+}
