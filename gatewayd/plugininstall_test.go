@@ -128,7 +128,7 @@ func TestWritableCacheCopiesAReadOnlyCache(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(cache, "_cacache", "index-v5"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(cache, "_cacache", "index-v5", "entry"), []byte("idx"), 0o644))
 	require.NoError(t, os.Symlink("index-v5/entry", filepath.Join(cache, "_cacache", "link")))
-	g := &Gatewayd{cfg: Config{Topology: DedicatedCodex, NPMCache: cache, StateDir: filepath.Join(dir, "state")}}
+	g := &Gatewayd{cfg: Config{Topology: contract.DedicatedCodex, NPMCache: cache, StateDir: filepath.Join(dir, "state")}}
 	got, done, err := g.writableCache()
 	require.NoError(t, err)
 	require.Equal(t, cache, got, "a writable cache is used in place")

@@ -15,6 +15,7 @@ import (
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/gatewayd"
 	"oce.dev/oce/occ"
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/logtest"
 	"oce.dev/oce/shared/supervise"
 )
@@ -46,7 +47,7 @@ func TestGatewayImageEmbedded(t *testing.T) {
 	defer cancel()
 	fp := startProvider(t)
 
-	r := render(t, embeddedRev("rev-good"), map[string][]byte{kubernetes.KeyModelAPIKey: []byte(goodKey)}, kubernetes.RoleGateway)
+	r := render(t, embeddedRev("rev-good"), map[string][]byte{contract.SecretModelAPIKey: []byte(goodKey)}, kubernetes.RoleGateway)
 	log := &logtest.Buffer{}
 	p := podOf(t, r, r.claims(t), log, "OCE_MODEL_PROVIDER_BASE_URL_OPENAI="+fp.URL())
 	start := time.Now()
@@ -56,11 +57,11 @@ func TestGatewayImageEmbedded(t *testing.T) {
 	sup := requireKubeletShape(t, p, c, "gatewayd")
 
 	// a message gets the fake provider's reply through the real gateway
-	password := r.secret(t, kubernetes.KeyGatewayPassword)
+	password := r.secret(t, contract.SecretGatewayPassword)
 	cctx, ccancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer ccancel()
 	before := fp.Requests()
-	text, err := occ.Chat(cctx, fmt.Sprintf("ws://127.0.0.1:%d", kubernetes.GatewayPort), password, "main", "hello from a container", io.Discard, nil)
+	text, err := occ.Chat(cctx, fmt.Sprintf("ws://127.0.0.1:%d", contract.GatewayPort), password, "main", "hello from a container", io.Discard, nil)
 	require.NoError(t, err)
 	require.Contains(t, text, reply)
 	require.Greater(t, fp.Requests(), before)
@@ -96,7 +97,7 @@ func TestGatewayImageBadKeyHeld(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fp := startProvider(t)
-	r := render(t, embeddedRev("rev-bad"), map[string][]byte{kubernetes.KeyModelAPIKey: []byte(badKey)}, kubernetes.RoleGateway)
+	r := render(t, embeddedRev("rev-bad"), map[string][]byte{contract.SecretModelAPIKey: []byte(badKey)}, kubernetes.RoleGateway)
 	log := &logtest.Buffer{}
 	p := podOf(t, r, r.claims(t), log, "OCE_MODEL_PROVIDER_BASE_URL_OPENAI="+fp.URL())
 	c := startContainer(t, p, r.container)
@@ -131,7 +132,7 @@ func TestGatewayImageBadKeyHeld(t *testing.T) {
 // Bad input fails at start with one clear record naming what is missing:
 // a runtime location that does not exist, and a secret mount others can read.
 func TestGatewayImageBadInput(t *testing.T) {
-	r := render(t, embeddedRev("rev-input"), map[string][]byte{kubernetes.KeyModelAPIKey: []byte(goodKey)}, kubernetes.RoleGateway)
+	r := render(t, embeddedRev("rev-input"), map[string][]byte{contract.SecretModelAPIKey: []byte(goodKey)}, kubernetes.RoleGateway)
 	for _, tc := range []struct {
 		name   string
 		env    []string

@@ -18,6 +18,7 @@ import (
 	"oce.dev/oce/occ"
 	"oce.dev/oce/probe/fakeprovider"
 	"oce.dev/oce/shared/appserver"
+	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/logtest"
 	"oce.dev/oce/shared/supervise"
 )
@@ -46,7 +47,7 @@ func TestHarnessImageDedicated(t *testing.T) {
 	defer cancel()
 	fp := startProvider(t)
 
-	r := render(t, dedicatedRev("rev-codex"), map[string][]byte{kubernetes.KeyOpenAIAPIKey: []byte(goodKey)}, kubernetes.RoleAgent)
+	r := render(t, dedicatedRev("rev-codex"), map[string][]byte{contract.SecretOpenAIAPIKey: []byte(goodKey)}, kubernetes.RoleAgent)
 	log := &logtest.Buffer{}
 	p := podOf(t, r, r.claims(t), log, providerEnv(fp))
 	start := time.Now()
@@ -55,8 +56,8 @@ func TestHarnessImageDedicated(t *testing.T) {
 	t.Logf("harness container ready in %s", time.Since(start).Round(time.Millisecond))
 	requireKubeletShape(t, p, c, "harnessd")
 
-	url := fmt.Sprintf("ws://127.0.0.1:%d", kubernetes.AppServerPort)
-	token := r.secret(t, kubernetes.KeyAppServerToken)
+	url := fmt.Sprintf("ws://127.0.0.1:%d", contract.AppServerPort)
+	token := r.secret(t, contract.SecretAppServerToken)
 	_, err := appserver.Dial(ctx, url, "")
 	require.ErrorIs(t, err, appserver.ErrUnauthorized, "no capability token, no session")
 	tctx, tcancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -150,7 +151,7 @@ func TestDedicatedCodexImages(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fp := startProvider(t)
-	hr, gr := renderDedicated(t, dedicatedRev("rev-pair"), map[string][]byte{kubernetes.KeyOpenAIAPIKey: []byte(goodKey)})
+	hr, gr := renderDedicated(t, dedicatedRev("rev-pair"), map[string][]byte{contract.SecretOpenAIAPIKey: []byte(goodKey)})
 
 	hlog := &logtest.Buffer{}
 	hp := podOf(t, hr, hr.claims(t), hlog, providerEnv(fp))
@@ -159,9 +160,9 @@ func TestDedicatedCodexImages(t *testing.T) {
 
 	glog := &logtest.Buffer{}
 	gp := podOf(t, gr, gr.claims(t), glog,
-		fmt.Sprintf("OCE_STATUS_ADDR=:%d", kubernetes.PluginStatusPort+1),
-		fmt.Sprintf("OCE_PEER_STATUS_URL=http://127.0.0.1:%d/openclaw/plugin-runtime/remote-status", kubernetes.PluginStatusPort),
-		fmt.Sprintf("OCE_APP_SERVER_URL=ws://127.0.0.1:%d", kubernetes.AppServerPort))
+		fmt.Sprintf("OCE_STATUS_ADDR=:%d", contract.StatusPort+1),
+		fmt.Sprintf("OCE_PEER_STATUS_URL=http://127.0.0.1:%d/openclaw/plugin-runtime/remote-status", contract.StatusPort),
+		fmt.Sprintf("OCE_APP_SERVER_URL=ws://127.0.0.1:%d", contract.AppServerPort))
 	start := time.Now()
 	gc := startContainer(t, gp, gr.container)
 	waitProbe(t, gp, gc, gatewayReady)
@@ -184,7 +185,7 @@ func TestDedicatedCodexImages(t *testing.T) {
 	cctx, ccancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer ccancel()
 	before := fp.Requests()
-	text, err := occ.Chat(cctx, fmt.Sprintf("ws://127.0.0.1:%d", kubernetes.GatewayPort), gr.secret(t, kubernetes.KeyGatewayPassword),
+	text, err := occ.Chat(cctx, fmt.Sprintf("ws://127.0.0.1:%d", contract.GatewayPort), gr.secret(t, contract.SecretGatewayPassword),
 		"main", "hello codex in a container", io.Discard, nil)
 	require.NoError(t, err, "gateway log: %s", glog.String())
 	require.Contains(t, text, reply, "the reply came through the gateway's codex plugin and the Harness's Codex")
@@ -201,7 +202,7 @@ func TestDedicatedCodexImages(t *testing.T) {
 // naming the variable that points at it; the probe says which check failed.
 func TestHarnessImageMissingRuntime(t *testing.T) {
 	fp := startProvider(t)
-	r := render(t, dedicatedRev("rev-nocodex"), map[string][]byte{kubernetes.KeyOpenAIAPIKey: []byte(goodKey)}, kubernetes.RoleAgent)
+	r := render(t, dedicatedRev("rev-nocodex"), map[string][]byte{contract.SecretOpenAIAPIKey: []byte(goodKey)}, kubernetes.RoleAgent)
 	log := &logtest.Buffer{}
 	p := podOf(t, r, r.claims(t), log, providerEnv(fp), "OCE_CODEX_BIN=/usr/local/bin/no-codex")
 	c := startContainer(t, p, r.container)

@@ -44,6 +44,8 @@ const (
 	EnvAppServerURL       = "OCE_APP_SERVER_URL"     // dedicated Codex: ws://<harness>:AppServerPort
 	EnvWorkspaceNodeID    = "OCE_WORKSPACE_NODE_ID"  // dedicated: the enrolled node's device id to pin
 	EnvOpenClawBin        = "OCE_OPENCLAW_BIN"       // the openclaw command prefix
+	EnvOpenClawMJS        = "OCE_OPENCLAW_MJS"       // the image's openclaw.mjs (when OCE_OPENCLAW_BIN is unset)
+	EnvNode               = "OCE_NODE"               // the image's node binary (default: node in PATH)
 	EnvNodeWorkspaceDir   = "OCE_NODE_WORKSPACE_DIR" // the workspace root on the node (file-transfer policy)
 	EnvRuntimeAssetsSrc   = "OCE_RUNTIME_ASSETS_SOURCE"
 	EnvRuntimeAssetsDir   = "OCE_RUNTIME_ASSETS_DIR"

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"oce.dev/oce/shared/contract"
 )
 
 // Pinned versions; scripts/runtimes.sh carries the same numbers.
@@ -40,11 +42,11 @@ type Paths struct {
 // Environment names of the runtime locations: the manifest's keys, which a
 // container image sets as its environment (images/*/Containerfile).
 const (
-	EnvNode        = "OCE_NODE"
-	EnvOpenClawMJS = "OCE_OPENCLAW_MJS"
-	EnvCodex       = "OCE_CODEX"
-	EnvTini        = "OCE_TINI"
-	EnvNPMCache    = "OCE_NPM_CACHE"
+	EnvNode        = contract.EnvNode
+	EnvOpenClawMJS = contract.EnvOpenClawMJS
+	EnvNPMCache    = contract.EnvNPMCache
+	EnvCodex       = "OCE_CODEX" // manifest only: images set contract.EnvCodexBin
+	EnvTini        = "OCE_TINI"  // manifest only
 )
 
 // ErrMissingInImage reports a runtime location the environment names but
