@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/netns"
 	"oce.dev/oce/shared/ocproto"
+	"oce.dev/oce/shared/proc"
 	"oce.dev/oce/shared/runtimes"
 )
 
@@ -42,26 +42,7 @@ func realEnv(t *testing.T, topology contract.Topology) (string, map[string]strin
 }
 
 // childPids lists the direct children of pid.
-func childPids(pid int) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if pp, _ := strconv.Atoi(fields[1]); pp == pid {
-			out = append(out, n)
-		}
-	}
-	return out
-}
+func childPids(pid int) []int { return proc.Children(pid) }
 
 // gatewaydPid is the gatewayd process under tini; gatewayChild the gateway
 // process group leader under gatewayd.

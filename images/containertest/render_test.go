@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"oce.dev/oce/images/imagestest"
 	"oce.dev/oce/probe/fakeprovider"
 	"oce.dev/oce/shared/logtest"
+	"oce.dev/oce/shared/proc"
 )
 
 // rendered is one Pod the driver rendered, with the objects its volumes name.
@@ -214,26 +214,7 @@ func cmdline(pid int) []string {
 }
 
 // children lists the direct children of pid (host PIDs).
-func children(pid int) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if pp, _ := strconv.Atoi(fields[1]); pp == pid {
-			out = append(out, n)
-		}
-	}
-	return out
-}
+func children(pid int) []int { return proc.Children(pid) }
 
 // requireKubeletShape asserts what the issue asks of every container: tini
 // is PID 1 with -s -e 143, the supervisor under it runs as uid/gid 1000 with

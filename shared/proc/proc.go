@@ -107,9 +107,8 @@ func statFields(pid int) ([]string, error) {
 	return strings.Fields(s[i+1:]), nil
 }
 
-// Descendants returns every live process below pid (by parent links), so
-// a stop can kill what outlived the process it started.
-func Descendants(pid int) []*Process {
+// childMap maps every live pid to its direct children (by parent links).
+func childMap() map[int][]int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -127,6 +126,16 @@ func Descendants(pid int) []*Process {
 		pp, _ := strconv.Atoi(f[1])
 		children[pp] = append(children[pp], n)
 	}
+	return children
+}
+
+// Children returns the pids of pid's live direct children.
+func Children(pid int) []int { return childMap()[pid] }
+
+// Descendants returns every live process below pid (by parent links), so
+// a stop can kill what outlived the process it started.
+func Descendants(pid int) []*Process {
+	children := childMap()
 	var out []*Process
 	queue := []int{pid}
 	for len(queue) > 0 {
