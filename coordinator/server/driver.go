@@ -48,6 +48,8 @@ const (
 // StartCode classifies an error Run returned.
 func StartCode(err error) string {
 	switch {
+	case errors.Is(err, kubernetes.ErrBadNodeSelector):
+		return kubernetes.CodeBadNodeSelector
 	case errors.Is(err, ErrDriverConfig), errors.Is(err, kubernetes.ErrConfig), errors.Is(err, ErrNoDriver),
 		errors.Is(err, ErrDriverMismatch):
 		return CodeNotConfigured

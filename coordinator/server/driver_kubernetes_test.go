@@ -97,6 +97,6 @@ current-context: x
 	t.Setenv(envGatewayImage, "localhost/oce/gateway:1")
 	t.Setenv(envNodeSelector, "no-equals")
 	_, err = newKubernetesDriver(Config{})
-	require.Equal(t, CodeNotConfigured, StartCode(err))
+	require.Equal(t, kubernetes.CodeBadNodeSelector, StartCode(err))
 	require.Contains(t, err.Error(), envNodeSelector)
 }

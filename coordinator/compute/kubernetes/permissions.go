@@ -36,6 +36,7 @@ func (p Permission) String() string {
 var Permissions = expand(map[string][]string{
 	"namespaces":                        {"get", "create", "delete"},
 	"pods":                              {"get", "list"},
+	"events":                            {"list"}, // kubelet's readiness Events carry a held startup failure
 	"secrets":                           {"get", "list", "create", "update", "delete"},
 	"services":                          {"get", "list", "create", "update", "delete"},
 	"configmaps":                        {"get", "list", "create", "delete"},

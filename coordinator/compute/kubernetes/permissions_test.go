@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -91,7 +92,8 @@ func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
 
 	// dedicated Codex: enrollment through the Gateway status, activation
 	rd := dedicatedRev("d1")
-	rd.AgentID = "a2"
+	rd.NamespaceID = "ns2"
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: "ns2"}))
 	require.NoError(t, d.PrepareRevision(ctx, rd))
 	pd, err := d.planFor(rd)
 	require.NoError(t, err)
@@ -102,8 +104,26 @@ func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
 	st.enroll("node-1")
 	obs, err = d.ObserveRevision(ctx, rd)
 	require.NoError(t, err)
+	require.Equal(t, ReasonNodeNotPinned, obs.Reason)
+	require.NoError(t, d.PrepareRevision(ctx, rd)) // pins the node: the Gateway restarts
+	rec.off(func() { rollGateway(t, cs, pd, "gateway-1") })
+	obs, err = d.ObserveRevision(ctx, rd)
+	require.NoError(t, err)
 	require.True(t, obs.Ready, obs.Reason)
 	require.NoError(t, d.ActivateRevision(ctx, rd))
+	// a held candidate: the driver reads kubelet's readiness Events
+	rec.off(func() { require.NoError(t, cs.CoreV1().Pods(pd.gw).Delete(ctx, "gateway-1", deleteNow())) })
+	rec.off(func() {
+		addPod(t, cs, pd.gw, "gateway-0", pd.gatewayWantLabels(), false)
+		pod, err := cs.CoreV1().Pods(pd.gw).Get(ctx, "gateway-0", metav1.GetOptions{})
+		require.NoError(t, err)
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "gateway",
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+		_, err = cs.CoreV1().Pods(pd.gw).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	})
+	_, err = d.ObserveRevision(ctx, rd)
+	require.NoError(t, err)
 	for _, pod := range []struct{ ns, name string }{{pd.gw, "gateway-0"}, {pd.dp, "harness-0"}} {
 		rec.off(func() { require.NoError(t, cs.CoreV1().Pods(pod.ns).Delete(ctx, pod.name, deleteNow())) })
 	}
@@ -114,8 +134,9 @@ func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, d.RetireRevision(ctx, r2))
 	require.NoError(t, d.DeleteAgentRuntimeCredentials(ctx, state.Agent{NamespaceID: "ns1", ID: "a1"}))
-	require.NoError(t, d.DeleteAgentRuntimeCredentials(ctx, state.Agent{NamespaceID: "ns1", ID: "a2"}))
+	require.NoError(t, d.DeleteAgentRuntimeCredentials(ctx, state.Agent{NamespaceID: "ns2", ID: "a1"}))
 	require.NoError(t, d.DeleteNamespace(ctx, state.Namespace{ID: "ns1"}))
+	require.NoError(t, d.DeleteNamespace(ctx, state.Namespace{ID: "ns2"}))
 
 	want := append([]Permission{}, Permissions...)
 	sortPermissions(want)
