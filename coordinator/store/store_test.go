@@ -353,11 +353,11 @@ func TestReady(t *testing.T) {
 // A DNS name given as the Raft advertise address (a StatefulSet member's
 // stable name) is kept as the name peers store and dial; an IP stays an IP.
 func TestAdvertiseByName(t *testing.T) {
-	s, err := newStreamLayer("127.0.0.1:0", "localhost:7300")
+	s, err := newStreamLayer("127.0.0.1:0", "localhost:7300", nil)
 	require.NoError(t, err)
 	defer s.Close()
 	require.Equal(t, "localhost:7300", s.Addr().String())
-	ip, err := newStreamLayer("127.0.0.1:0", "127.0.0.1:7300")
+	ip, err := newStreamLayer("127.0.0.1:0", "127.0.0.1:7300", nil)
 	require.NoError(t, err)
 	defer ip.Close()
 	require.Equal(t, "127.0.0.1:7300", ip.Addr().String())
