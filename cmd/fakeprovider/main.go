@@ -20,7 +20,7 @@ func main() {
 	var keyFile, fault string
 	cmd := &cobra.Command{
 		Use:           "fakeprovider",
-		Short:         "Offline fake OpenAI/Anthropic model provider on 127.0.0.1",
+		Short:         "Offline fake OpenAI/Anthropic model provider on 127.0.0.1 (or a test cluster's Service)",
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -40,6 +40,7 @@ func main() {
 		},
 	}
 	cmd.Flags().StringVar(&o.Addr, "addr", fakeprovider.DefaultAddr, "loopback listen address")
+	cmd.Flags().BoolVar(&o.NonLoopback, "non-loopback", false, "accept a non-loopback --addr (a test cluster's in-cluster Service; never a host network)")
 	cmd.Flags().StringVar(&o.Reply, "reply", "", "reply text (a prompt digest is appended)")
 	cmd.Flags().StringVar(&keyFile, "valid-key-file", "", "file (mode 0600) of accepted keys, one per line")
 	cmd.Flags().StringVar(&fault, "fault", "", "fault for every request (401-json-error-code, 500, slow, drop, …)")

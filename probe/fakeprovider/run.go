@@ -8,26 +8,28 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"oce.dev/oce/shared/secretfile"
 )
 
-// ErrKeyFileMode reports a key file readable by group or others.
-var ErrKeyFileMode = errors.New("fakeprovider: key file must be mode 0600")
+// ErrKeyFileMode reports a key file others could read or change.
+var ErrKeyFileMode = errors.New("fakeprovider: key file must be private (mode 0600, or a Secret volume's 0440 for its fsGroup)")
 
-// LoadKeyFile reads accepted keys, one per line, from a file of mode 0600
-// (keys never travel in argv).
+// LoadKeyFile reads accepted keys, one per line, from a private file (keys
+// never travel in argv): the secret file rule of oce's supervisors
+// (shared/secretfile), so a Kubernetes Secret volume entry is accepted.
 func LoadKeyFile(path string) ([]string, error) {
+	if _, err := secretfile.Check(path); err != nil {
+		if errors.Is(err, secretfile.ErrInsecure) {
+			return nil, fmt.Errorf("%w: %w", ErrKeyFileMode, err)
+		}
+		return nil, fmt.Errorf("fakeprovider: key file: %w", err)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("fakeprovider: key file: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("fakeprovider: key file: %w", err)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%w (is %o)", ErrKeyFileMode, st.Mode().Perm())
-	}
 	var keys []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

@@ -45,8 +45,13 @@ var ErrBadOptions = errors.New("fakeprovider: bad options")
 
 // Options configure the fake provider.
 type Options struct {
-	// Addr to listen on; default 127.0.0.1:0. Only loopback addresses are accepted.
+	// Addr to listen on; default 127.0.0.1:0. Only loopback addresses are
+	// accepted unless NonLoopback is set.
 	Addr string
+	// NonLoopback accepts any listen address: the fake then runs as a
+	// Service of a test cluster whose network has no route out (the real
+	// node's private namespace), never on a host network.
+	NonLoopback bool
 	// Reply is the text of every answer; "#<digest of the prompt>" is appended.
 	Reply string
 	// ValidKeys, when set, are the only accepted bearer / x-api-key values;
@@ -129,7 +134,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: addr: %v", ErrBadOptions, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if ip := net.ParseIP(host); !o.NonLoopback && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("%w: addr %q is not loopback", ErrBadOptions, o.Addr)
 	}
 	log := o.Log

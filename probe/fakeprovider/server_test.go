@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -393,6 +394,16 @@ func TestStartRejects(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadOptions)
 }
 
+// NonLoopback lets the fake serve as a test cluster's Service (every
+// address of its Pod).
+func TestStartNonLoopback(t *testing.T) {
+	s, err := Start(t.Context(), Options{Addr: "0.0.0.0:0", NonLoopback: true})
+	require.NoError(t, err)
+	defer s.Close()
+	resp := post(t, fmt.Sprintf("http://127.0.0.1:%d/v1/responses", s.Port()), `{"model":"m","input":"x"}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
 func TestLoadKeyFileAndServe(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "keys")
@@ -403,6 +414,15 @@ func TestLoadKeyFileAndServe(t *testing.T) {
 	keys, err := LoadKeyFile(p)
 	require.NoError(t, err)
 	require.Equal(t, []string{"a", "b"}, keys)
+	// A Secret volume entry: group-readable by this process's group.
+	require.NoError(t, os.Chmod(p, 0o440))
+	require.NoError(t, os.Chown(p, os.Getuid(), os.Getgid()))
+	_, err = LoadKeyFile(p)
+	require.NoError(t, err, "a Secret volume's group-readable file is accepted")
+	require.NoError(t, os.Chmod(p, 0o620))
+	_, err = LoadKeyFile(p)
+	require.ErrorIs(t, err, ErrKeyFileMode, "group-writable is refused")
+	require.NoError(t, os.Chmod(p, 0o600))
 
 	ctx, cancel := context.WithCancel(t.Context())
 	pr, pw := io.Pipe()
