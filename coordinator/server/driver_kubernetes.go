@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -28,11 +29,16 @@ const (
 	envCredentialNamespace = "OCE_CREDENTIAL_NAMESPACE"
 	envNodeSelector        = "OCE_NODE_SELECTOR"         // data-plane Pods: key=value,…
 	envGatewayNodeSelector = "OCE_GATEWAY_NODE_SELECTOR" // dedicated Gateways: the trusted pool
-	serviceAccountNSFile   = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+	// The model endpoints that replace the providers' defaults, in every
+	// Gateway and Harness and in the pre-cutover credential check.
+	envProviderOpenAI    = contract.EnvProviderBaseURLOpenAI
+	envProviderAnthropic = contract.EnvProviderBaseURLAnthropic
+	serviceAccountNSFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
 
 // DriverEnv lists every variable the kubernetes driver reads.
-var DriverEnv = []string{envGatewayImage, envHarnessImage, envStorageClass, envCredentialNamespace, envNodeSelector, envGatewayNodeSelector}
+var DriverEnv = []string{envGatewayImage, envHarnessImage, envStorageClass, envCredentialNamespace, envNodeSelector, envGatewayNodeSelector,
+	envProviderOpenAI, envProviderAnthropic}
 
 // permissionCheckTimeout bounds the start-time access reviews.
 const permissionCheckTimeout = 30 * time.Second
@@ -79,8 +85,8 @@ func newKubernetesDriver(Config) (compute.Driver, error) {
 }
 
 // kubernetesConfigFromEnv reads the driver's settings: images, storage
-// class and the node selectors (data plane, and the trusted pool of
-// dedicated Gateways, seed 000 step 2).
+// class, the node selectors (data plane, and the trusted pool of
+// dedicated Gateways, seed 000 step 2) and the model endpoint overrides.
 func kubernetesConfigFromEnv(getenv func(string) string) (kubernetes.Config, error) {
 	cfg := kubernetes.Config{GatewayImage: getenv(envGatewayImage), HarnessImage: getenv(envHarnessImage),
 		StorageClass: getenv(envStorageClass)}
@@ -90,6 +96,19 @@ func kubernetesConfigFromEnv(getenv func(string) string) (kubernetes.Config, err
 	}
 	if cfg.GatewayNodeSelector, err = kubernetes.ParseNodeSelector(getenv(envGatewayNodeSelector)); err != nil {
 		return cfg, fmt.Errorf("%w: %s: %w", ErrDriverConfig, envGatewayNodeSelector, err)
+	}
+	for p, name := range map[string]string{contract.ProviderOpenAI: envProviderOpenAI, contract.ProviderAnthropic: envProviderAnthropic} {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			continue
+		}
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return cfg, fmt.Errorf("%w: %s=%q is not an http(s) URL", ErrDriverConfig, name, v)
+		}
+		if cfg.ProviderBaseURLs == nil {
+			cfg.ProviderBaseURLs = map[string]string{}
+		}
+		cfg.ProviderBaseURLs[p] = v
 	}
 	return cfg, nil
 }

@@ -68,10 +68,22 @@ func TestKubernetesConfigFromEnv(t *testing.T) {
 	require.Equal(t, "fast", cfg.StorageClass)
 	require.Equal(t, map[string]string{"oce.dev/pool": "tenants"}, cfg.NodeSelector)
 	require.Equal(t, map[string]string{"oce.dev/pool": "trusted", "kubernetes.io/os": "linux"}, cfg.GatewayNodeSelector)
+	require.Empty(t, cfg.ProviderBaseURLs, "the providers' default endpoints")
 	env[envGatewayNodeSelector] = "trusted"
 	_, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
 	require.ErrorIs(t, err, kubernetes.ErrBadNodeSelector)
 	require.ErrorContains(t, err, envGatewayNodeSelector)
+	delete(env, envGatewayNodeSelector)
+
+	// Model endpoint overrides: http(s) URLs, or a refused start naming the variable.
+	env[envProviderOpenAI] = "http://fake-provider.models.svc:8080"
+	cfg, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"OPENAI": "http://fake-provider.models.svc:8080"}, cfg.ProviderBaseURLs)
+	env[envProviderAnthropic] = "fake-provider:8080"
+	_, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
+	require.ErrorIs(t, err, ErrDriverConfig)
+	require.ErrorContains(t, err, envProviderAnthropic)
 }
 
 // A wrong image variable stops the start before anything is contacted, with

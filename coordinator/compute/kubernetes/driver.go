@@ -97,9 +97,11 @@ type Config struct {
 	// Credentials delivers the model credential; nil delivers none (the
 	// Pods then hold NOT_CONFIGURED at startup).
 	Credentials Credentials
-	// ProviderBaseURLs maps OPENAI / ANTHROPIC to the model endpoint the
-	// coordinator's pre-cutover credential check calls instead of the
-	// default one (tests: the offline fake provider).
+	// ProviderBaseURLs maps OPENAI / ANTHROPIC to the model endpoint that
+	// replaces the provider's default one: rendered into every Gateway and
+	// Harness (contract.EnvProviderBaseURLPrefix) and called by the
+	// coordinator's pre-cutover credential check (tests: the offline fake
+	// provider as an in-cluster Service).
 	ProviderBaseURLs map[string]string
 	// GatewayStopWait, HarnessStopWait and PollInterval override the stop
 	// deadlines (tests inject shorter ones).

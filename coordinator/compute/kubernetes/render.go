@@ -175,6 +175,16 @@ func initContainer(image, claimVolume string, dirs []string) corev1.Container {
 	}
 }
 
+// providerEnv renders the driver's model endpoint overrides
+// (Config.ProviderBaseURLs) for a Gateway or a Harness.
+func (d *Driver) providerEnv(harness bool) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for _, e := range compute.ProviderBaseEnv(d.cfg.ProviderBaseURLs, harness) {
+		out = append(out, corev1.EnvVar{Name: e[0], Value: e[1]})
+	}
+	return out
+}
+
 func env(kv ...string) []corev1.EnvVar {
 	out := make([]corev1.EnvVar, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -226,6 +236,7 @@ func (d *Driver) gatewayDeployment(p *plan, modelKeys []string, node string) *ap
 		contract.EnvGatewayPort, fmt.Sprint(contract.GatewayPort), contract.EnvGatewayBind, contract.BindLAN,
 		contract.EnvGatewayPublicURL, p.gatewayURL(), contract.EnvPlugins, strings.Join(p.rev.Plugins, ","),
 	)
+	e = append(e, d.providerEnv(false)...)
 	mounts := append(baseMounts(),
 		corev1.VolumeMount{Name: "gateway-state", MountPath: pathState, SubPath: "state"},
 		corev1.VolumeMount{Name: "gateway-state", MountPath: pathState + "/agents", SubPath: "agent"},
@@ -316,6 +327,7 @@ func (d *Driver) harnessDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 		contract.EnvCodexStateDir, pathCodexState, contract.EnvNodehostStateDir, pathNodeState,
 		contract.EnvNodehostEnrollment, pathEnrollment+"/"+enrollmentKey, contract.EnvNodehostGatewayURL, p.nodeGatewayURL(),
 	)
+	e = append(e, d.providerEnv(true)...)
 	e = append(e, corev1.EnvVar{Name: contract.EnvPodUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}})
 	if login == contract.LoginServiceAccount {
 		e = append(e, corev1.EnvVar{Name: contract.EnvCodexWorkspaceID, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
