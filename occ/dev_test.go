@@ -57,27 +57,6 @@ func TestDevDownStopsRecordedRuntimes(t *testing.T) {
 	require.False(t, (&proc.Process{PID: cmd.Process.Pid, StartTime: st}).Alive(), "the recorded supervisor is gone")
 }
 
-func TestMessageText(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{`{"role":"assistant","content":[{"type":"text","text":"Hello"},{"type":"text","text":" world"}]}`, "Hello world"},
-		{`{"role":"assistant","content":"plain"}`, "plain"},
-		{`{"text":"t"}`, "t"},
-		{`null`, ""},
-		{`not json`, ""},
-		{`[{"parts":[{"text":"a"}]}]`, "a"},
-	} {
-		require.Equal(t, tc.want, messageText(json.RawMessage(tc.in)), tc.in)
-	}
-}
-
-func FuzzMessageText(f *testing.F) {
-	f.Add(`{"content":[{"text":"x"}]}`)
-	f.Add(`[[[[{"parts":[]}]]]]`)
-	f.Fuzz(func(t *testing.T, s string) {
-		_ = messageText(json.RawMessage(s))
-	})
-}
-
 func TestSendWithoutRoute(t *testing.T) {
 	_, err := SendAndCollect(t.Context(), wire.Endpoints{AgentID: "agent1", Gateway: "ws://gw.ns.svc:18789"}, "main", "hi", &bytes.Buffer{}, nil)
 	require.ErrorContains(t, err, "no gateway socket on this machine")

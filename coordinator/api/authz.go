@@ -45,6 +45,7 @@ var routeActions = map[string]iam.Action{
 	"GET /v1/namespaces/{ns}/agents/{agent}/revisions/{rev}": iam.ViewAgent,
 	"GET /v1/namespaces/{ns}/agents/{agent}/work":            iam.ViewAgent,
 	"GET /v1/namespaces/{ns}/agents/{agent}/endpoints":       iam.ViewAgent,
+	"POST /v1/namespaces/{ns}/agents/{agent}/messages":       iam.MessageAgent,
 	"GET /v1/namespaces/{ns}/serviceprincipals":              iam.ViewServicePrincipal,
 	"POST /v1/namespaces/{ns}/serviceprincipals":             iam.CreateSP,
 	"DELETE /v1/namespaces/{ns}/serviceprincipals/{sp}":      iam.DeleteSP,

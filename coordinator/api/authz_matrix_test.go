@@ -109,6 +109,10 @@ func matrixRows() map[string]matrixRow {
 		"GET /v1/namespaces/{ns}/agents/{agent}/work":            {path: agent + "/work", allowed: teamReaders, ok: 200},
 		// The memory driver reports no endpoints: 404 to those who may ask.
 		"GET /v1/namespaces/{ns}/agents/{agent}/endpoints": {path: agent + "/endpoints", allowed: teamReaders, ok: 404},
+		// A relayed turn is an operator's act (viewers may not talk to the
+		// Agent); bot was deployed but never activated: 409 to those who may.
+		"POST /v1/namespaces/{ns}/agents/{agent}/messages": {path: agent + "/messages", body: obj(`{"message":"hi"}`),
+			allowed: []string{deployer, clusterAdmin}, ok: 409},
 
 		"GET /v1/namespaces/{ns}/serviceprincipals": {path: ns + "/serviceprincipals", allowed: teamReaders, ok: 200},
 		"POST /v1/namespaces/{ns}/serviceprincipals": {path: ns + "/serviceprincipals", body: obj(`{"name":"ci2"}`),

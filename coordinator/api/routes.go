@@ -62,6 +62,7 @@ func (s *server) registerRoutes() {
 	s.read("GET "+agent+"/revisions/{rev}", s.getRevision)
 	s.read("GET "+agent+"/work", s.agentWork)
 	s.read("GET "+agent+"/endpoints", s.endpoints)
+	s.read("POST "+agent+"/messages", s.messages) // any member relays a turn; no state changes
 
 	s.read("GET /v1/work", s.listWork)
 	s.read("GET /v1/work/{id}", s.getWork)

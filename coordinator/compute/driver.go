@@ -170,3 +170,21 @@ func ErrorCode(err error, fallback codes.Code) (code codes.Code, permanent bool)
 	}
 	return fallback, false
 }
+
+// GatewayConnector is optionally implemented by a driver whose Gateways the
+// coordinator itself can reach as an operator: `occ agent send` through the
+// coordinator (POST …/agents/{agent}/messages) where the driver offers no
+// socket on the operator's machine. The password stays in the coordinator.
+type GatewayConnector interface {
+	// GatewayOperator returns the Agent's active Gateway as the coordinator
+	// reaches it, or an error wrapping ErrNoEndpoint when it has none.
+	GatewayOperator(ctx context.Context, agent state.Agent) (GatewayOperator, error)
+}
+
+// GatewayOperator is how to talk to an Agent's active Gateway as an
+// operator (the OpenClaw operator protocol, password auth).
+type GatewayOperator struct {
+	RevisionID string // the revision the Gateway's route serves
+	URL        string // ws:// URL the coordinator dials
+	Password   string // the Agent's managed gateway password; never logged
+}

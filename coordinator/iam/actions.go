@@ -30,6 +30,7 @@ const (
 	DeleteAgent          Action = "DeleteAgent"
 	DeployAgent          Action = "DeployAgent"
 	StopAgent            Action = "StopAgent"
+	MessageAgent         Action = "MessageAgent"
 	UseCredentialSource  Action = "UseCredentialSource"
 	UseServicePrincipal  Action = "UseServicePrincipal"
 	ViewServicePrincipal Action = "ViewServicePrincipal"
@@ -63,21 +64,24 @@ var sp = []string{TypeServicePrincipal}
 
 // actions is the schema's action table.
 var actions = map[Action]ActionInfo{
-	ViewCluster:          {Resources: []string{TypeCluster}},
-	ViewMetrics:          {Resources: []string{TypeCluster}},
-	AdministerCluster:    {Resources: []string{TypeCluster}, Audit: "oce.cluster.administer"},
-	CreateNamespace:      {Resources: []string{TypeNamespace}, Audit: "oce.namespaces.create"},
-	ViewNamespace:        {Group: GroupView, Resources: []string{TypeNamespace}},
-	ViewAudit:            {Group: GroupView, Resources: []string{TypeNamespace, TypeCluster}},
-	ViewConfiguration:    {Group: GroupView, Resources: []string{TypeConfiguration}},
-	CreateConfiguration:  {Group: GroupAdminister, Resources: []string{TypeConfiguration}, Audit: "oce.configurations.create"},
-	UpdateConfiguration:  {Group: GroupAdminister, Resources: []string{TypeConfiguration}, Audit: "oce.configurations.update"},
-	ViewAgent:            {Group: GroupView, Resources: []string{TypeAgent}},
-	CreateAgent:          {Group: GroupAdminister, Resources: []string{TypeAgent}, Audit: "oce.agents.create"},
-	UpdateAgent:          {Group: GroupAdminister, Resources: []string{TypeAgent}, Audit: "oce.agents.update"},
-	DeleteAgent:          {Group: GroupAdminister, Resources: []string{TypeAgent}, Audit: "openclaw.agents.lifecycle.delete.request"},
-	DeployAgent:          {Group: GroupOperate, Resources: []string{TypeAgent}, Audit: "openclaw.agents.lifecycle.deploy", Context: deployContext},
-	StopAgent:            {Group: GroupOperate, Resources: []string{TypeAgent}, Audit: "openclaw.agents.lifecycle.stop.request"},
+	ViewCluster:         {Resources: []string{TypeCluster}},
+	ViewMetrics:         {Resources: []string{TypeCluster}},
+	AdministerCluster:   {Resources: []string{TypeCluster}, Audit: "oce.cluster.administer"},
+	CreateNamespace:     {Resources: []string{TypeNamespace}, Audit: "oce.namespaces.create"},
+	ViewNamespace:       {Group: GroupView, Resources: []string{TypeNamespace}},
+	ViewAudit:           {Group: GroupView, Resources: []string{TypeNamespace, TypeCluster}},
+	ViewConfiguration:   {Group: GroupView, Resources: []string{TypeConfiguration}},
+	CreateConfiguration: {Group: GroupAdminister, Resources: []string{TypeConfiguration}, Audit: "oce.configurations.create"},
+	UpdateConfiguration: {Group: GroupAdminister, Resources: []string{TypeConfiguration}, Audit: "oce.configurations.update"},
+	ViewAgent:           {Group: GroupView, Resources: []string{TypeAgent}},
+	CreateAgent:         {Group: GroupAdminister, Resources: []string{TypeAgent}, Audit: "oce.agents.create"},
+	UpdateAgent:         {Group: GroupAdminister, Resources: []string{TypeAgent}, Audit: "oce.agents.update"},
+	DeleteAgent:         {Group: GroupAdminister, Resources: []string{TypeAgent}, Audit: "openclaw.agents.lifecycle.delete.request"},
+	DeployAgent:         {Group: GroupOperate, Resources: []string{TypeAgent}, Audit: "openclaw.agents.lifecycle.deploy", Context: deployContext},
+	StopAgent:           {Group: GroupOperate, Resources: []string{TypeAgent}, Audit: "openclaw.agents.lifecycle.stop.request"},
+	// MessageAgent: a turn through the Agent's Gateway, relayed by the
+	// coordinator (occ agent send where no gateway socket is local).
+	MessageAgent:         {Group: GroupOperate, Resources: []string{TypeAgent}, Audit: "oce.agents.message"},
 	UseCredentialSource:  {Group: GroupOperate, Resources: []string{TypeCredentialSource}, Audit: "openclaw.agents.lifecycle.deploy"},
 	UseServicePrincipal:  {Group: GroupOperate, Resources: sp, Audit: "openclaw.agents.lifecycle.deploy"},
 	ViewServicePrincipal: {Group: GroupView, Resources: sp},

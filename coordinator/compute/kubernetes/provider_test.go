@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/contract"
 )
@@ -50,4 +51,35 @@ func TestProviderBaseURLsRendered(t *testing.T) {
 	for name := range envValues(gatewayOf(t, cs2, DataPlaneNamespace("ns1")).Spec.Template.Spec.Containers[0]) {
 		require.NotContains(t, name, contract.EnvProviderBaseURLPrefix, "no override without one configured")
 	}
+}
+
+// The coordinator reaches an active Agent's Gateway as an operator through
+// its stable Service with the managed password of the Agent-owned Secret;
+// a Secret it does not own is refused, an inactive Agent has no endpoint.
+func TestGatewayOperator(t *testing.T) {
+	d, cs, _ := newFakeStatus(t)
+	ctx := context.Background()
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: "ns1"}))
+	rev := embeddedRev("r1")
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	agent := state.Agent{ID: "a1", NamespaceID: "ns1", Name: "bot", ExecutionMode: state.ModeEmbedded}
+	_, err := d.GatewayOperator(ctx, agent)
+	require.ErrorIs(t, err, compute.ErrNoEndpoint, "not active")
+	agent.ActiveRevisionID = "r1"
+	op, err := d.GatewayOperator(ctx, agent)
+	require.NoError(t, err)
+	n := namesFor("a1", "")
+	dp := DataPlaneNamespace("ns1")
+	require.Equal(t, "ws://"+n.gateway+"."+dp+".svc:18789", op.URL)
+	require.Equal(t, "r1", op.RevisionID)
+	s, err := cs.CoreV1().Secrets(dp).Get(ctx, n.password, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, string(s.Data[contract.SecretGatewayPassword]), op.Password)
+	require.Len(t, op.Password, 64)
+
+	s.Labels[LabelAgent] = "someone-else"
+	_, err = cs.CoreV1().Secrets(dp).Update(ctx, s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = d.GatewayOperator(ctx, agent)
+	require.ErrorIs(t, err, ErrForeignWorkload)
 }
