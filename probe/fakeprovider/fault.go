@@ -31,7 +31,11 @@ const (
 	TriggerFailed = "TRIGGER_FAILED"
 	TriggerSlow   = "TRIGGER_SLOW"
 	TriggerTool   = "TRIGGER_TOOL"
-	Trigger401    = "TRIGGER_401"
+	// TriggerToolFile=NAME: the tool call writes the file NAME ([A-Za-z0-9._-],
+	// up to 64) in the tool's working directory, so a test can find where
+	// the tool ran (the Harness's workspace, not the Gateway's).
+	TriggerToolFile = "TRIGGER_TOOL_FILE="
+	Trigger401      = "TRIGGER_401"
 )
 
 var faults = map[Fault]bool{FaultNone: true, Fault401JSONErrorCode: true, Fault401JSONErrorNoCode: true,

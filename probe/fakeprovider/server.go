@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -367,6 +368,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, path string, req
 }
 
 // turn is what one answer contains, whatever the API.
+// toolFileRe finds TriggerToolFile's file name.
+var toolFileRe = regexp.MustCompile(regexp.QuoteMeta(TriggerToolFile) + `([A-Za-z0-9._-]{1,64})`)
+
 type turn struct {
 	n       int64
 	model   string
@@ -391,9 +395,13 @@ func (s *Server) turn(req Request, f Fault) turn {
 		if t.tool == "" {
 			t.tool = "exec_command"
 		}
-		t.args = `{"cmd":"echo hello-from-tool && id -u"}`
+		out := "echo hello-from-tool"
+		if m := toolFileRe.FindStringSubmatch(req.Prompt); m != nil {
+			out += " > " + m[1]
+		}
+		t.args = toolArgs("cmd", out+" && id -u")
 		if t.tool != "exec_command" {
-			t.args = `{"command":"echo hello-from-tool"}`
+			t.args = toolArgs("command", out)
 		}
 		return t
 	}
@@ -402,6 +410,16 @@ func (s *Server) turn(req Request, f Fault) turn {
 		t.text = "Tool result received. " + t.text
 	}
 	return t
+}
+
+// toolArgs is a tool call's arguments object {key: cmd}, with & < > kept
+// as they are (a shell command, not HTML).
+func toolArgs(key, cmd string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{key: cmd})
+	return strings.TrimSpace(b.String())
 }
 
 // deltas splits the reply into the chunks a stream sends.

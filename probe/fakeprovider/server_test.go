@@ -122,6 +122,13 @@ func TestResponsesToolCallAndFollowUp(t *testing.T) {
 	names, datas = sseEvents(t, resp.Body)
 	require.Contains(t, names, "response.output_text.delta")
 	require.Contains(t, datas[len(datas)-2], "Tool result received.")
+
+	// TRIGGER_TOOL_FILE=NAME writes NAME where the tool runs; a name with
+	// anything but [A-Za-z0-9._-] is cut there (no shell injection).
+	resp = post(t, s.URL()+"/v1/responses", responsesBody("please TRIGGER_TOOL_FILE=proof-1.txt;rm -rf /", true))
+	_, datas = sseEvents(t, resp.Body)
+	require.NoError(t, json.Unmarshal([]byte(datas[2]), &done))
+	require.JSONEq(t, `{"cmd":"echo hello-from-tool > proof-1.txt && id -u"}`, done.Item.Arguments)
 }
 
 func TestResponsesNonStream(t *testing.T) {
