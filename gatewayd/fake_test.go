@@ -122,6 +122,12 @@ func TestStartReadyStopPhasesInOrder(t *testing.T) {
 	p.signal(syscall.SIGTERM)
 	require.Equal(t, 0, p.waitExit(15*time.Second))
 	require.Equal(t, 1, f.count("gateway-sigterm"), "SIGTERM forwarded to the gateway")
+	// the last record closes the process: exit status and stop duration
+	recs := p.log.records()
+	last := recs[len(recs)-1]
+	require.Equal(t, "stopped", last["msg"], "%v", last)
+	require.EqualValues(t, 0, last["exit"])
+	require.GreaterOrEqual(t, last["stop_ms"], float64(0))
 }
 
 func TestRespawnAfterDeathsThenExhaustion(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"oce.dev/oce/shared/codes"
@@ -145,13 +146,30 @@ func Run(ctx context.Context, cfg Config, stderr io.Writer) int {
 func (g *Gatewayd) run(parent context.Context) int {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
+	var stopAt atomic.Int64 // unix ms of the stop signal
 	go func() {
 		select {
 		case <-g.sup.StopRequested():
+			stopAt.Store(time.Now().UnixMilli())
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
+	exit := g.runPhases(ctx, parent)
+	// One record closes the process: its exit status and, after a stop
+	// signal, how long the stop took (the Pod's graceful stop budget is
+	// GatewayTerminationGraceSeconds).
+	attrs := []any{"exit", exit}
+	if at := stopAt.Load(); at != 0 {
+		attrs = append(attrs, "stop_ms", time.Now().UnixMilli()-at)
+	}
+	g.log.Info("stopped", attrs...)
+	return exit
+}
+
+// runPhases runs the status server, the startup phases and the serving
+// loop; it returns the exit status.
+func (g *Gatewayd) runPhases(ctx, parent context.Context) int {
 
 	// 1. status server
 	g.status = status.New(status.Options{Addr: g.cfg.StatusAddr, Component: "gateway", RevisionID: g.cfg.RevisionID,
