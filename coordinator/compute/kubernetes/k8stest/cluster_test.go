@@ -184,6 +184,19 @@ func TestClusterRunsRealPods(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
+	// The Pod's processes, from its cgroup: the sandbox and the two
+	// containers, each with its resident memory.
+	procs, err := c.PodProcesses(pod.UID)
+	require.NoError(t, err)
+	names := map[string]int{}
+	for _, p := range procs {
+		names[p.Name]++
+		require.Positive(t, p.RSS, "%+v", p)
+	}
+	require.Equal(t, map[string]int{"podbin": 3}, names, "pause (podbin), web and side: %+v", procs)
+	_, err = c.PodProcesses("no-such-pod")
+	require.ErrorIs(t, err, ErrNoPod)
+
 	pids := c.NodePIDs()
 	require.NotEmpty(t, pids["cgroup"], "shims and containers live in the node's cgroup root")
 	for _, n := range []string{"etcd", "kube-apiserver", "containerd", "kubelet", "kube-proxy", "coredns"} {
