@@ -47,6 +47,8 @@ const (
 	// SetupRouteTimeout bounds one setup-code or node-list request to the
 	// local gateway.
 	SetupRouteTimeout = 30 * time.Second
+	// ChatRouteTimeout bounds one relayed turn (contract.RouteChat).
+	ChatRouteTimeout = 10 * time.Minute
 	// DoctorStopBudget is what a forwarded SIGTERM gives doctor before SIGKILL.
 	DoctorStopBudget = 10 * time.Second
 	// AgentDatabaseSchemaVersion is OPENCLAW_AGENT_DATABASE_SCHEMA_VERSION of

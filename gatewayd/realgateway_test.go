@@ -121,6 +121,42 @@ func TestRealEmbeddedProbeRespawnStop(t *testing.T) {
 		}
 	}
 
+	// the coordinator's relay: one turn through the gateway as the loopback
+	// operator, streamed back as NDJSON (a remote operator would need
+	// pairing approval); without the status token, nothing
+	chat := func(token string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+p.statusAddr+contract.RouteChat,
+			strings.NewReader(`{"session":"main","message":"hello through gatewayd"}`))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		return http.DefaultClient.Do(req)
+	}
+	resp, err = chat("")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	before := fp.Requests()
+	resp, err = chat("status-token-xyz")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "application/x-ndjson", resp.Header.Get("Content-Type"))
+	var events []contract.ChatEvent
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev contract.ChatEvent
+		if dec.Decode(&ev) != nil {
+			break
+		}
+		events = append(events, ev)
+	}
+	resp.Body.Close()
+	require.NotEmpty(t, events)
+	last := events[len(events)-1]
+	require.True(t, last.Done, "%+v", events)
+	require.Contains(t, last.Reply, "OK", "the fake provider's reply")
+	require.Greater(t, fp.Requests(), before, "the turn reached the model")
+
 	// SIGTERM: forwarded, the idle gateway stops promptly, exit 0 under tini
 	start := time.Now()
 	p.signal(syscall.SIGTERM)

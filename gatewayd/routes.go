@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"oce.dev/oce/shared/codes"
 	"oce.dev/oce/shared/contract"
@@ -21,7 +23,10 @@ func (g *Gatewayd) registerRoutes(st *status.Server) error {
 	if err := st.HandleFunc("POST "+contract.RouteSetupCode, g.bearer(g.handleSetupCode), status.AuthNone); err != nil {
 		return err
 	}
-	return st.HandleFunc("GET "+contract.RouteNodes, g.bearer(g.handleNodes), status.AuthNone)
+	if err := st.HandleFunc("GET "+contract.RouteNodes, g.bearer(g.handleNodes), status.AuthNone); err != nil {
+		return err
+	}
+	return st.HandleFunc("POST "+contract.RouteChat, g.bearer(g.handleChat), status.AuthNone)
 }
 
 // bearer admits only the coordinator's status token; without a configured
@@ -86,6 +91,49 @@ func (g *Gatewayd) handleNodes(w http.ResponseWriter, r *http.Request) {
 		out.Nodes = append(out.Nodes, contract.Node{NodeID: n.NodeID, Connected: n.Connected, Commands: cmds})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// maxChatBody bounds a RouteChat request.
+const maxChatBody = 1 << 20
+
+// handleChat runs one turn through the gateway as the loopback operator
+// and streams its events (contract.ChatEvent, NDJSON) to the caller — the
+// coordinator relaying `occ agent send`. The turn may outlast the status
+// server's write timeout, so the route extends its own deadline.
+func (g *Gatewayd) handleChat(w http.ResponseWriter, r *http.Request) {
+	var req contract.ChatRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxChatBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || req.Message == "" || req.Session == "" {
+		writeJSON(w, http.StatusBadRequest, routeError{Code: codes.NotConfigured})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), ChatRouteTimeout)
+	defer cancel()
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(ChatRouteTimeout + 5*time.Second))
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	emit := func(ev contract.ChatEvent) {
+		_ = enc.Encode(ev)
+		_ = rc.Flush()
+	}
+	reply, err := ocproto.Chat(ctx, ocproto.OperatorConfig{URL: g.cfg.LocalURL(), Password: g.cfg.Password, Identity: g.identity},
+		req.Session, req.Message, ocproto.ChatHandler{Delta: func(d string) { emit(contract.ChatEvent{Delta: d}) }})
+	if err != nil {
+		code := contract.ChatDisconnected
+		switch {
+		case errors.Is(err, ocproto.ErrChatFailed):
+			code = contract.ChatTurnFailed
+		case errors.Is(err, ocproto.ErrUnreachable):
+			code = contract.ChatUnavailable
+		}
+		g.log.Info("relayed turn failed", "code", code)
+		emit(contract.ChatEvent{Code: code, Message: err.Error()})
+		return
+	}
+	emit(contract.ChatEvent{Done: true, Reply: reply})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"testing"
@@ -12,26 +13,21 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"oce.dev/oce/coordinator/api"
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/compute/memory"
 	"oce.dev/oce/coordinator/state"
-	"oce.dev/oce/shared/ocproto"
 )
 
-// connectorDriver is the memory driver plus a Gateway the coordinator can
-// reach as an operator.
-type connectorDriver struct {
+// messengerDriver is the memory driver plus a scripted relay.
+type messengerDriver struct {
 	*memory.Driver
-	url, password string
+	turn func(a state.Agent, session, message string, delta func(string)) (string, error)
 }
 
-func (d connectorDriver) GatewayOperator(_ context.Context, a state.Agent) (compute.GatewayOperator, error) {
-	if a.ActiveRevisionID == "" {
-		return compute.GatewayOperator{}, compute.ErrNoEndpoint
-	}
-	return compute.GatewayOperator{RevisionID: a.ActiveRevisionID, URL: d.url, Password: d.password}, nil
+func (d messengerDriver) SendMessage(_ context.Context, a state.Agent, session, message string, delta func(string)) (string, string, error) {
+	reply, err := d.turn(a, session, message, delta)
+	return reply, a.ActiveRevisionID, err
 }
 
 // activate makes the Agent's first revision active (as the engine would).
@@ -59,9 +55,9 @@ func events(t *testing.T, body []byte) []wire.MessageEvent {
 	return out
 }
 
-// POST …/messages relays one turn to the Agent's Gateway with the password
-// the driver holds and streams the reply; a failed turn ends the stream
-// with its closed code; refusals come before the stream, changing nothing.
+// POST …/messages relays one turn to the Agent's Gateway through the
+// driver and streams the reply; a failed turn ends the stream with its
+// closed code; refusals come before the stream, changing nothing.
 func TestMessagesRelayATurn(t *testing.T) {
 	e := newEnv(t)
 	e.seed()
@@ -69,45 +65,54 @@ func TestMessagesRelayATurn(t *testing.T) {
 	e.reject(409, "RESOURCE_CONFLICT", "POST", path, map[string]any{"message": "hi"})
 	revID := activate(t, e, "bot")
 	e.reject(404, "NOT_FOUND", "POST", path, map[string]any{"message": "hi"}) // the memory driver relays nothing
-	e.b.SetDriver(connectorDriver{Driver: memory.New(memory.DefaultCapabilities()), url: "ws://gw.test:18789", password: "pw-1"})
+	var session, message string
+	turn := func(a state.Agent, s, m string, delta func(string)) (string, error) {
+		session, message = s, m
+		delta("Hel")
+		delta("lo")
+		return "Hello", nil
+	}
+	e.b.SetDriver(messengerDriver{Driver: memory.New(memory.DefaultCapabilities()), turn: func(a state.Agent, s, m string, d func(string)) (string, error) {
+		return turn(a, s, m, d)
+	}})
 	e.reject(400, "INVALID_REQUEST", "POST", path, map[string]any{"message": ""})
 	e.reject(400, "INVALID_REQUEST", "POST", path, map[string]any{"message": "hi", "extra": 1})
 	e.reject(404, "NOT_FOUND", "POST", "/v1/namespaces/team/agents/nobody/messages", map[string]any{"message": "hi"})
 
-	var got ocproto.OperatorConfig
-	var session, message string
-	defer api.SetChat(func(_ context.Context, oc ocproto.OperatorConfig, s, m string, h ocproto.ChatHandler) (string, error) {
-		got, session, message = oc, s, m
-		h.Delta("Hel")
-		h.Delta("lo")
-		return "Hello", nil
-	})()
 	r := e.do("POST", path, map[string]any{"message": "hi"})
 	require.Equal(t, http.StatusOK, r.status, string(r.body))
 	require.Equal(t, "application/x-ndjson", r.header.Get("Content-Type"))
-	require.Equal(t, []wire.MessageEvent{{RevisionID: revID}, {Delta: "Hel"}, {Delta: "lo"}, {Done: true, Reply: "Hello"}}, events(t, r.body))
-	require.Equal(t, ocproto.OperatorConfig{URL: "ws://gw.test:18789", Password: "pw-1"}, got)
+	require.Equal(t, []wire.MessageEvent{{Delta: "Hel"}, {Delta: "lo"}, {Done: true, Reply: "Hello", RevisionID: revID}}, events(t, r.body))
 	require.Equal(t, "main", session, "the default session")
 	require.Equal(t, "hi", message)
-	require.NotContains(t, string(r.body), "pw-1", "the password never leaves the coordinator")
 
+	turn = func(state.Agent, string, string, func(string)) (string, error) {
+		return "", fmt.Errorf("%w: not running", compute.ErrNoEndpoint)
+	}
+	e.reject(404, "NOT_FOUND", "POST", path, map[string]any{"message": "hi"})
 	for _, tc := range []struct {
-		err  error
-		code string
+		delta bool
+		err   error
+		code  string
 	}{
-		{fmt.Errorf("%w: model said no", ocproto.ErrChatFailed), "TURN_FAILED"},
-		{fmt.Errorf("%w: context deadline exceeded", ocproto.ErrUnreachable), "UNAVAILABLE"},
-		{fmt.Errorf("gateway connection closed: %w", ocproto.ErrClosed), "DISCONNECTED"},
+		{false, &compute.TurnError{Code: "TURN_FAILED", Message: "model said no"}, "TURN_FAILED"},
+		{false, &compute.TurnError{Code: "UNAVAILABLE", Message: "starting"}, "UNAVAILABLE"},
+		{false, errors.New("status call failed"), "UNAVAILABLE"},
+		{true, errors.New("stream broke"), "DISCONNECTED"},
 	} {
-		restore := api.SetChat(func(context.Context, ocproto.OperatorConfig, string, string, ocproto.ChatHandler) (string, error) {
+		turn = func(_ state.Agent, s, _ string, d func(string)) (string, error) {
+			session = s
+			if tc.delta {
+				d("par")
+			}
 			return "", tc.err
-		})
+		}
 		r := e.do("POST", path, map[string]any{"message": "hi", "session": "s2"})
-		restore()
 		require.Equal(t, http.StatusOK, r.status)
 		evs := events(t, r.body)
-		require.Len(t, evs, 2)
-		require.NotNil(t, evs[1].Error)
-		require.EqualValues(t, tc.code, evs[1].Error.Code)
+		last := evs[len(evs)-1]
+		require.NotNil(t, last.Error, "%+v", evs)
+		require.EqualValues(t, tc.code, last.Error.Code)
+		require.Equal(t, "s2", session)
 	}
 }

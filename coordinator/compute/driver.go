@@ -171,20 +171,26 @@ func ErrorCode(err error, fallback codes.Code) (code codes.Code, permanent bool)
 	return fallback, false
 }
 
-// GatewayConnector is optionally implemented by a driver whose Gateways the
-// coordinator itself can reach as an operator: `occ agent send` through the
-// coordinator (POST …/agents/{agent}/messages) where the driver offers no
-// socket on the operator's machine. The password stays in the coordinator.
-type GatewayConnector interface {
-	// GatewayOperator returns the Agent's active Gateway as the coordinator
-	// reaches it, or an error wrapping ErrNoEndpoint when it has none.
-	GatewayOperator(ctx context.Context, agent state.Agent) (GatewayOperator, error)
+// Messenger is optionally implemented by a driver that can relay one turn
+// to an Agent's active Gateway: `occ agent send` through the coordinator
+// (POST …/agents/{agent}/messages) where the driver offers no socket on the
+// operator's machine. The Gateway's own supervisor runs the turn as its
+// loopback operator; its password never leaves the runtime.
+type Messenger interface {
+	// SendMessage runs one turn in session and returns the reply and the
+	// revision whose Gateway answered; delta receives the reply text as it
+	// streams. It fails with ErrNoEndpoint when the Agent has no serving
+	// Gateway, or a *TurnError once the Gateway was reached.
+	SendMessage(ctx context.Context, agent state.Agent, session, message string, delta func(string)) (reply, revisionID string, err error)
 }
 
-// GatewayOperator is how to talk to an Agent's active Gateway as an
-// operator (the OpenClaw operator protocol, password auth).
-type GatewayOperator struct {
-	RevisionID string // the revision the Gateway's route serves
-	URL        string // ws:// URL the coordinator dials
-	Password   string // the Agent's managed gateway password; never logged
+// TurnError is a relayed turn that failed after the Gateway was reached.
+type TurnError struct {
+	// Code is UNAVAILABLE (the gateway did not accept the operator in
+	// time), DISCONNECTED (the connection ended mid-turn) or TURN_FAILED
+	// (the gateway ended the turn with an error).
+	Code    string
+	Message string
 }
+
+func (e *TurnError) Error() string { return e.Code + ": " + e.Message }

@@ -16,6 +16,37 @@ const (
 	// RouteNodes (GET, bearer SecretStatusToken) lists the nodes a Gateway
 	// knows: NodesResponse.
 	RouteNodes = "/oce/v1/nodes"
+	// RouteChat (POST ChatRequest, bearer SecretStatusToken) runs one turn
+	// through the Gateway as a loopback operator (the gateway pairs loopback
+	// operators silently; a remote one would need pairing approval) and
+	// streams ChatEvents as NDJSON: the coordinator relays `occ agent send`
+	// with it, and the gateway password never leaves the Pod.
+	RouteChat = "/oce/v1/chat"
+)
+
+// ChatRequest is the body of RouteChat.
+type ChatRequest struct {
+	Session string `json:"session"`
+	Message string `json:"message"`
+}
+
+// ChatEvent is one NDJSON line of RouteChat's answer: reply text as it
+// streams, then exactly one of Done (with the whole Reply) or Code.
+type ChatEvent struct {
+	Delta string `json:"delta,omitempty"`
+	Done  bool   `json:"done,omitempty"`
+	Reply string `json:"reply,omitempty"`
+	// Code ends a failed turn: ChatUnavailable, ChatDisconnected or
+	// ChatTurnFailed; Message says more.
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Codes of a failed RouteChat turn.
+const (
+	ChatUnavailable  = "UNAVAILABLE"  // the gateway did not accept the operator in time
+	ChatDisconnected = "DISCONNECTED" // the connection ended before the turn
+	ChatTurnFailed   = "TURN_FAILED"  // the gateway ended the turn with an error
 )
 
 // SetupCodeResponse is the answer of RouteSetupCode.

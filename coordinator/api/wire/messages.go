@@ -12,9 +12,9 @@ type MessageRequest struct {
 }
 
 // MessageEvent is one line of the answer to POST …/messages
-// (application/x-ndjson): first the revision whose Gateway answers, then
-// the reply text as it streams, then exactly one last event — Done with
-// the whole Reply, or Error.
+// (application/x-ndjson): the reply text as it streams, then exactly one
+// last event — Done with the whole Reply, or Error — naming the revision
+// whose Gateway answered.
 type MessageEvent struct {
 	RevisionID string       `json:"revisionId,omitempty"`
 	Delta      string       `json:"delta,omitempty"`
@@ -26,8 +26,8 @@ type MessageEvent struct {
 // Codes of a MessageEvent's Error (the turn's own closed set; a request
 // refused before the stream starts gets the API envelope instead).
 const (
-	// MessageUnavailable: the Gateway did not accept the connection in
-	// time (still starting, or not running).
+	// MessageUnavailable: the Gateway (or its supervisor) did not accept
+	// the turn in time (still starting, or not running).
 	MessageUnavailable = codes.Unavailable
 	// MessageDisconnected: the connection ended before the turn did.
 	MessageDisconnected = codes.Disconnected

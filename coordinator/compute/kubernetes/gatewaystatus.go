@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/contract"
 )
@@ -78,47 +79,105 @@ func (h *HTTPGatewayStatus) base(gw Endpoint) (string, error) {
 	return "http://" + net.JoinHostPort(gw.PodIP, strconv.Itoa(port)), nil
 }
 
-func (h *HTTPGatewayStatus) do(ctx context.Context, method string, gw Endpoint, path string, out any) error {
+// request sends one authenticated request to the Gateway Pod's status
+// server with hc and returns the open 2xx response.
+func (h *HTTPGatewayStatus) request(ctx context.Context, hc *http.Client, method string, gw Endpoint, path string, body io.Reader) (*http.Response, error) {
 	base, err := h.base(gw)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s, err := h.Client.CoreV1().Secrets(gw.Namespace).Get(ctx, gw.TokenSecret, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w: status token secret %s/%s is missing", ErrGatewayStatus, gw.Namespace, gw.TokenSecret)
+		return nil, fmt.Errorf("%w: status token secret %s/%s is missing", ErrGatewayStatus, gw.Namespace, gw.TokenSecret)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: read status token: %w", ErrGatewayStatus, err)
+		return nil, fmt.Errorf("%w: read status token: %w", ErrGatewayStatus, err)
 	}
 	tok := bytes.TrimSpace(s.Data[contract.SecretStatusToken])
 	if len(tok) == 0 {
-		return fmt.Errorf("%w: status token secret %s/%s has no %s", ErrGatewayStatus, gw.Namespace, gw.TokenSecret, contract.SecretStatusToken)
+		return nil, fmt.Errorf("%w: status token secret %s/%s has no %s", ErrGatewayStatus, gw.Namespace, gw.TokenSecret, contract.SecretStatusToken)
 	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrGatewayStatus, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+string(tok))
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s %s: %w", ErrGatewayStatus, method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: %s %s: HTTP %d", ErrGatewayStatus, method, path, resp.StatusCode)
+	}
+	return resp, nil
+}
+
+func (h *HTTPGatewayStatus) do(ctx context.Context, method string, gw Endpoint, path string, out any) error {
 	hc := h.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: StatusRequestTimeout}
 	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, nil)
+	resp, err := h.request(ctx, hc, method, gw, path, nil)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrGatewayStatus, err)
-	}
-	req.Header.Set("Authorization", "Bearer "+string(tok))
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%w: %s %s: %w", ErrGatewayStatus, method, path, err)
+		return err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return fmt.Errorf("%w: %s %s: %w", ErrGatewayStatus, method, path, err)
 	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%w: %s %s: HTTP %d", ErrGatewayStatus, method, path, resp.StatusCode)
-	}
 	if err := json.Unmarshal(body, out); err != nil {
 		return fmt.Errorf("%w: %s %s: decode: %w", ErrGatewayStatus, method, path, err)
 	}
 	return nil
+}
+
+// GatewayChatter is implemented by a GatewayStatus that can run a turn
+// through the Gateway's supervisor (contract.RouteChat).
+type GatewayChatter interface {
+	Chat(ctx context.Context, gw Endpoint, req contract.ChatRequest, delta func(string)) (string, error)
+}
+
+var _ GatewayChatter = (*HTTPGatewayStatus)(nil)
+
+// Chat implements GatewayChatter: POST contract.RouteChat, the events read
+// as they stream (the turn may take minutes: no whole-request timeout; ctx
+// bounds it). A failed turn is a *compute.TurnError.
+func (h *HTTPGatewayStatus) Chat(ctx context.Context, gw Endpoint, req contract.ChatRequest, delta func(string)) (string, error) {
+	var hc *http.Client
+	if h.HTTP != nil {
+		hc = &http.Client{Transport: h.HTTP.Transport}
+	} else {
+		hc = &http.Client{}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return "", err
+	}
+	resp, err := h.request(ctx, hc, http.MethodPost, gw, contract.RouteChat, bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev contract.ChatEvent
+		if err := dec.Decode(&ev); err != nil {
+			return "", &compute.TurnError{Code: contract.ChatDisconnected, Message: "the gateway's stream ended early: " + err.Error()}
+		}
+		switch {
+		case ev.Code != "":
+			return "", &compute.TurnError{Code: ev.Code, Message: ev.Message}
+		case ev.Done:
+			return ev.Reply, nil
+		case ev.Delta != "" && delta != nil:
+			delta(ev.Delta)
+		}
+	}
 }
 
 // SetupCode implements GatewayStatus (POST contract.RouteSetupCode).

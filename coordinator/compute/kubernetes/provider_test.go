@@ -2,11 +2,17 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
@@ -53,33 +59,76 @@ func TestProviderBaseURLsRendered(t *testing.T) {
 	}
 }
 
-// The coordinator reaches an active Agent's Gateway as an operator through
-// its stable Service with the managed password of the Agent-owned Secret;
-// a Secret it does not own is refused, an inactive Agent has no endpoint.
-func TestGatewayOperator(t *testing.T) {
-	d, cs, _ := newFakeStatus(t)
+// SendMessage runs a turn through the active revision's ready Gateway Pod:
+// gatewayd's chat route on the Pod's status port, with the Agent's status
+// bearer; the streamed deltas and reply come back, a failed turn is a
+// TurnError, and without a ready Gateway there is no endpoint.
+func TestSendMessageThroughGatewayd(t *testing.T) {
 	ctx := context.Background()
+	var gotAuth string
+	var gotReq contract.ChatRequest
+	var failTurn bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, http.MethodPost, r.Method)
+		require.Equal(t, contract.RouteChat, r.URL.Path)
+		gotAuth = r.Header.Get("Authorization")
+		require.NoError(t, json.NewDecoder(r.Body).Decode(&gotReq))
+		enc := json.NewEncoder(w)
+		if failTurn {
+			_ = enc.Encode(contract.ChatEvent{Code: contract.ChatTurnFailed, Message: "model said no"})
+			return
+		}
+		_ = enc.Encode(contract.ChatEvent{Delta: "Hel"})
+		_ = enc.Encode(contract.ChatEvent{Delta: "lo"})
+		_ = enc.Encode(contract.ChatEvent{Done: true, Reply: "Hello"})
+	}))
+	defer srv.Close()
+	var dialed string
+	cs := fake.NewClientset()
+	st := &HTTPGatewayStatus{Client: cs, HTTP: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dialed = addr
+			return (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
+		}}}}
+	d, err := New(Config{GatewayStatus: st, GatewayImage: "registry.invalid/oce/gateway:test", HarnessImage: "registry.invalid/oce/harness:test"}, cs)
+	require.NoError(t, err)
 	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: "ns1"}))
 	rev := embeddedRev("r1")
 	require.NoError(t, d.PrepareRevision(ctx, rev))
+	p, err := d.planFor(rev)
+	require.NoError(t, err)
+	addPod(t, cs, p.gw, "gateway-0", p.gatewayWantLabels(), true)
+	pod, err := cs.CoreV1().Pods(p.gw).Get(ctx, "gateway-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	pod.Status.PodIP = "10.9.8.7"
+	_, err = cs.CoreV1().Pods(p.gw).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, d.ActivateRevision(ctx, rev))
 	agent := state.Agent{ID: "a1", NamespaceID: "ns1", Name: "bot", ExecutionMode: state.ModeEmbedded}
-	_, err := d.GatewayOperator(ctx, agent)
+	_, _, err = d.SendMessage(ctx, agent, "main", "hi", nil)
 	require.ErrorIs(t, err, compute.ErrNoEndpoint, "not active")
 	agent.ActiveRevisionID = "r1"
-	op, err := d.GatewayOperator(ctx, agent)
+	var deltas []string
+	reply, revID, err := d.SendMessage(ctx, agent, "main", "hi", func(s string) { deltas = append(deltas, s) })
 	require.NoError(t, err)
-	n := namesFor("a1", "")
-	dp := DataPlaneNamespace("ns1")
-	require.Equal(t, "ws://"+n.gateway+"."+dp+".svc:18789", op.URL)
-	require.Equal(t, "r1", op.RevisionID)
-	s, err := cs.CoreV1().Secrets(dp).Get(ctx, n.password, metav1.GetOptions{})
+	require.Equal(t, "Hello", reply)
+	require.Equal(t, "r1", revID)
+	require.Equal(t, []string{"Hel", "lo"}, deltas)
+	require.Equal(t, contract.ChatRequest{Session: "main", Message: "hi"}, gotReq)
+	require.Equal(t, fmt.Sprintf("10.9.8.7:%d", contract.StatusPort), dialed, "the Pod's status port")
+	pw, err := cs.CoreV1().Secrets(p.gw).Get(ctx, p.n.password, metav1.GetOptions{})
 	require.NoError(t, err)
-	require.Equal(t, string(s.Data[contract.SecretGatewayPassword]), op.Password)
-	require.Len(t, op.Password, 64)
+	require.Equal(t, "Bearer "+string(pw.Data[contract.SecretStatusToken]), gotAuth, "the Agent's status bearer")
 
-	s.Labels[LabelAgent] = "someone-else"
-	_, err = cs.CoreV1().Secrets(dp).Update(ctx, s, metav1.UpdateOptions{})
+	failTurn = true
+	_, _, err = d.SendMessage(ctx, agent, "main", "hi", nil)
+	var te *compute.TurnError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, contract.ChatTurnFailed, te.Code)
+
+	pod.Status.Conditions[0].Status = corev1.ConditionFalse
+	_, err = cs.CoreV1().Pods(p.gw).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	_, err = d.GatewayOperator(ctx, agent)
-	require.ErrorIs(t, err, ErrForeignWorkload)
+	_, _, err = d.SendMessage(ctx, agent, "main", "hi", nil)
+	require.ErrorIs(t, err, compute.ErrNoEndpoint, "no ready Gateway Pod")
 }
