@@ -69,7 +69,12 @@ type Endpoints struct {
 
 // Observation is one readiness observation of a revision.
 type Observation struct {
-	Ready  bool
+	Ready bool
+	// Staged: ready to be activated, but the workload serving the Agent
+	// still runs another revision (an embedded replacement staged for its
+	// Recreate cutover). Preparation may proceed; the revision is not
+	// serving yet.
+	Staged bool
 	Reason string // short, closed-vocabulary reason when not ready
 	// HeldCode is the runtime diagnostic code of a held startup failure
 	// (REFERENCE §1.8); empty when nothing is held. A held revision never

@@ -155,6 +155,7 @@ func TestPrepareEmbeddedRendersOneGateway(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, obs.Ready)
 	require.Equal(t, ReasonStaged, obs.Reason)
+	require.True(t, obs.Staged, "ready to activate, not serving")
 	require.NoError(t, d.ActivateRevision(ctx, embeddedRev("r2")))
 	require.Equal(t, "r2", gatewayOf(t, cs, dp).Labels[LabelRevision])
 	svc, err = cs.CoreV1().Services(dp).Get(ctx, n.gateway, metav1.GetOptions{})

@@ -77,6 +77,7 @@ type Driver struct {
 	faults    map[faultKey]*fault
 	readyIn   map[string]int // revision → observations left before ready (<0 never)
 	held      map[string]compute.Observation
+	staged    map[string]bool
 	hooks     map[Op]Hook
 	deletedNS map[string]bool
 	deletedAg map[string]bool
@@ -104,7 +105,7 @@ func DefaultCapabilities() compute.Capabilities {
 func New(caps compute.Capabilities) *Driver {
 	return &Driver{caps: caps, runtimes: map[string]*Runtime{}, routes: map[string]string{},
 		faults: map[faultKey]*fault{}, readyIn: map[string]int{}, held: map[string]compute.Observation{},
-		hooks: map[Op]Hook{}, deletedNS: map[string]bool{}, deletedAg: map[string]bool{},
+		staged: map[string]bool{}, hooks: map[Op]Hook{}, deletedNS: map[string]bool{}, deletedAg: map[string]bool{},
 		rejected: map[string]compute.CredentialCheck{}}
 }
 
@@ -136,6 +137,22 @@ func (d *Driver) Hold(revID string, code codes.Code, cause *codes.Cause) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.held[revID] = compute.Observation{Reason: "held", HeldCode: code, Cause: cause}
+}
+
+// Stage makes revID report ready but only staged (its workload replaces the
+// serving one at activation, as an embedded Recreate cutover does) until
+// Unstage.
+func (d *Driver) Stage(revID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.staged[revID] = true
+}
+
+// Unstage ends Stage.
+func (d *Driver) Unstage(revID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.staged, revID)
 }
 
 // ComeBack simulates a stopped runtime started again behind the engine's
@@ -273,6 +290,9 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 	defer d.mu.Unlock()
 	if h, ok := d.held[rev.ID]; ok {
 		return h, nil
+	}
+	if d.staged[rev.ID] {
+		return compute.Observation{Ready: true, Staged: true, Reason: "staged"}, nil
 	}
 	r := d.runtime(rev.ID)
 	if !r.Prepared || !r.Running {
