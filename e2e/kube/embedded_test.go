@@ -1,0 +1,158 @@
+package kube
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"oce.dev/oce/coordinator/api/wire"
+	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
+	"oce.dev/oce/occ"
+	"oce.dev/oce/shared/codes"
+)
+
+// TestEmbeddedOpenClaw runs one embedded OpenClaw Agent through its life on
+// the real node, with the real OpenClaw gateway in the Pod the driver
+// renders:
+//   - deploy → the Gateway Pod runs → kubelet's readiness probe passes →
+//     `occ agent send` gets the fake provider's reply through the gateway;
+//   - redeploy → the predecessor's Pod is gone before its successor starts
+//     (Recreate), one activate audit record per activated revision, and the
+//     Agent answers again;
+//   - a bad key, redeployed in the seeds' order (the serving gateway stops
+//     at the cutover) → held AUTHENTICATION_FAILED visible through occ
+//     within seconds, kubelet never restarts the held container, and the
+//     model sees no further request;
+//   - stop → SIGTERM reached gatewayd, which exited 0 within its budget;
+//     every object of the Agent is gone but its claim;
+//   - delete → every object of the Agent is gone, its claim too.
+func TestEmbeddedOpenClaw(t *testing.T) {
+	ctx := t.Context()
+	team(t)
+	occTeam(t, "config", "create", "emb-cfg", "-f", demoFile(t, "embedded.json"))
+	var a wire.Agent
+	occJSON(t, &a, "-n", Team, "agent", "create", "emb", "--config", "emb-cfg", "--auth-method", "api_key",
+		"--auth-ref", authRef(KeyGood))
+	pods := watchAgentPods(t, a.ID)
+	dp := kdriver.DataPlaneNamespace(a.NamespaceID)
+
+	// Deploy → Running → Ready → first reply.
+	t0 := time.Now()
+	occTeam(t, "agent", "deploy", "emb", "--wait", "--timeout", "10m")
+	served := time.Now()
+	a = getAgent(t, "emb")
+	rev1 := a.ActiveRevisionID
+	require.NotEmpty(t, rev1)
+	require.Equal(t, wire.AgentServing, a.Status.State)
+	gw := pods.of(kdriver.RoleGateway, rev1)
+	require.Len(t, gw, 1, "%v", summary(pods.snapshot()))
+	first := gw[0]
+	require.Equal(t, dp, first.Namespace)
+	require.False(t, first.Ready.IsZero(), "kubelet's readiness probe passed")
+	cs := first.Last.Status.ContainerStatuses
+	require.Len(t, cs, 1)
+	require.Zero(t, cs[0].RestartCount)
+	require.Contains(t, send(t, "emb", "hello from a real Pod"), FakeReply,
+		"the fake provider's reply, through the real gateway in its Pod")
+	replied := time.Now()
+	podMemory(t, "embedded Gateway Pod", readyPodOf(t, a.ID, kdriver.RoleGateway))
+	figure(t, "embedded: deploy → Gateway Pod created", first.Created.Sub(t0))
+	figure(t, "embedded: deploy → Pod Running", first.Running.Sub(t0))
+	figure(t, "embedded: deploy → Pod Ready (kubelet probe)", first.Ready.Sub(t0))
+	figure(t, "embedded: deploy → serving (deploy --wait returned)", served.Sub(t0))
+	figure(t, "embedded: deploy → first reply", replied.Sub(t0))
+
+	// Redeploy: Recreate stops the predecessor before its successor starts.
+	occTeam(t, "agent", "deploy", "emb", "--wait", "--timeout", "10m")
+	a = getAgent(t, "emb")
+	rev2 := a.ActiveRevisionID
+	require.NotEqual(t, rev1, rev2)
+	old := pods.of(kdriver.RoleGateway, rev1)[0]
+	next := pods.of(kdriver.RoleGateway, rev2)
+	require.Len(t, next, 1)
+	require.False(t, old.Deleting.IsZero(), "the predecessor's Pod was deleted")
+	require.True(t, old.Deleting.Before(next[0].Created), "the predecessor stopped before its successor was created")
+	require.Eventually(t, func() bool {
+		acts := activations(t, a.ID)
+		return acts[rev1] == 1 && acts[rev2] == 1 && len(acts) == 2
+	}, 2*time.Minute, 500*time.Millisecond, "one activate audit record per activated revision")
+	require.Contains(t, send(t, "emb", "hello again"), FakeReply, "the Agent answers after the redeploy")
+	figure(t, "embedded: redeploy outage (old Pod not Ready → new Pod Ready)", next[0].Ready.Sub(old.NotReady))
+
+	// A bad key, redeployed over the serving revision in the seeds' order:
+	// the embedded cutover stops the serving gateway, and its replacement
+	// holds AUTHENTICATION_FAILED, visible through occ within seconds.
+	_, before401 := providerRequests(t)
+	occTeam(t, "agent", "update", "emb", "--auth-method", "api_key", "--auth-ref", authRef(KeyBad))
+	out, code := runOcc(ctx, "-n", Team, "agent", "deploy", "emb", "--wait", "--timeout", "5m")
+	failedAt := time.Now()
+	require.Equal(t, occ.ExitFailed, code, out)
+	require.Contains(t, out, string(codes.AuthenticationFailed), out)
+	a = getAgent(t, "emb")
+	rev3 := a.ActiveRevisionID
+	require.NotEmpty(t, rev3)
+	require.NotEqual(t, rev2, rev3, "the seeds' embedded order: the bad revision is active")
+	require.Equal(t, wire.AgentDegraded, a.Status.State)
+	require.Equal(t, string(codes.AuthenticationFailed), a.Status.HeldCode)
+	held := pods.of(kdriver.RoleGateway, rev3)
+	require.Len(t, held, 1)
+	require.False(t, held[0].Running.IsZero())
+	figure(t, "embedded: held AUTHENTICATION_FAILED (Pod Running → occ shows it)", failedAt.Sub(held[0].Running))
+	_, after401 := providerRequests(t)
+	require.Greater(t, after401, before401, "the runtime's own check met the bad key")
+
+	// Kubelet never restarts the held container, and the model is asked
+	// nothing more, while readiness keeps failing.
+	hp := held[0].Last
+	require.Eventually(t, func() bool { return unhealthy(t, hp) >= 10 }, 3*time.Minute, time.Second,
+		"kubelet keeps probing the held gateway")
+	live := livePods(t, a.ID, kdriver.RoleGateway)
+	require.Len(t, live, 1)
+	cur := live[0]
+	require.Equal(t, hp.UID, cur.UID, "the same Pod")
+	st := cur.Status.ContainerStatuses[0]
+	require.Zero(t, st.RestartCount, "kubelet never restarted the held container")
+	require.NotNil(t, st.Started)
+	require.True(t, *st.Started, "the startup probe passed for the held supervisor")
+	require.False(t, st.Ready)
+	_, still401 := providerRequests(t)
+	require.Equal(t, after401, still401, "no further model request with the bad key")
+	require.Equal(t, string(codes.AuthenticationFailed), getAgent(t, "emb").Status.HeldCode, "still held")
+
+	// Stop: SIGTERM reaches gatewayd (holding its failure), which exits 0
+	// within its budget; every object of the Agent is gone but its claim.
+	lines, err := cluster.LogLines(ctx, dp, cur.Name, "gateway")
+	require.NoError(t, err)
+	stopAt := time.Now()
+	occTeam(t, "agent", "stop", "emb")
+	recs := logRecords(lines())
+	sig := record(recs, "stop signal")
+	require.NotNil(t, sig, "SIGTERM reached the supervisor")
+	require.Equal(t, "terminated", sig["signal"])
+	stopped := record(recs, "stopped")
+	require.NotNil(t, stopped, "gatewayd's closing record")
+	require.EqualValues(t, 0, stopped["exit"])
+	stopMs := stopped["stop_ms"].(float64)
+	require.Less(t, stopMs, float64(kdriver.GatewayTerminationGraceSeconds*1000), "within the stop budget")
+	pods.wait(ctx, t, "the Gateway Pod gone", func([]podTimes) bool {
+		p := pods.of(kdriver.RoleGateway, rev3)
+		return len(p) == 1 && !p[0].Gone.IsZero()
+	})
+	figure(t, "embedded: stop a held gateway → Pod gone", pods.of(kdriver.RoleGateway, rev3)[0].Gone.Sub(stopAt))
+	require.Eventually(t, func() bool { return getAgent(t, "emb").Status.State == wire.AgentStopped },
+		2*time.Minute, 500*time.Millisecond)
+	objs := agentObjects(t, a.ID)
+	require.Len(t, objs["persistentvolumeclaims"], 1, "stop keeps the gateway claim (seed 000): %v", objs)
+	require.Empty(t, objs["pods"])
+	require.Empty(t, objs["deployments"])
+
+	// Delete: every object of the Agent goes, its claim too.
+	occTeam(t, "agent", "delete", "emb")
+	require.Eventually(t, func() bool {
+		_, code := runOcc(ctx, "-n", Team, "agent", "get", "emb")
+		return code != 0
+	}, 5*time.Minute, time.Second)
+	require.Eventually(t, func() bool { return len(agentObjects(t, a.ID)) == 0 }, time.Minute, 500*time.Millisecond,
+		"every object of the Agent is gone: %v", agentObjects(t, a.ID))
+}
