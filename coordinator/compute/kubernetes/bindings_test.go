@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/compute"
@@ -40,7 +39,7 @@ func TestServiceAccountLoginRendersWorkspaceID(t *testing.T) {
 		{"without workspace", map[string][]byte{contract.SecretCodexAccessToken: []byte("at-test")}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cs := fake.NewClientset()
+			cs := newClientset()
 			d, err := New(Config{GatewayImage: "g", HarnessImage: "h", GatewayStatus: &fakeStatus{},
 				Credentials: CredentialsFunc(func(context.Context, state.Revision) (map[string][]byte, error) { return tc.data, nil })}, cs)
 			require.NoError(t, err)
@@ -122,7 +121,7 @@ func TestGatewayConfigIsTheCompiledDocument(t *testing.T) {
 // (GatewayNodeSelector), Harnesses and embedded Gateways to the data plane.
 func TestNodeSelectorsPlacePods(t *testing.T) {
 	ctx := context.Background()
-	cs := fake.NewClientset()
+	cs := newClientset()
 	dataPlane, trusted := map[string]string{"oce.dev/pool": "tenants"}, map[string]string{"oce.dev/pool": "trusted"}
 	d, err := New(Config{GatewayImage: "g", HarnessImage: "h", GatewayStatus: &fakeStatus{},
 		NodeSelector: dataPlane, GatewayNodeSelector: trusted}, cs)

@@ -2,7 +2,9 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,8 +12,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
@@ -26,7 +30,7 @@ func newFake(t *testing.T) (*Driver, *fake.Clientset) {
 
 func newFakeStatus(t *testing.T) (*Driver, *fake.Clientset, *fakeStatus) {
 	t.Helper()
-	cs := fake.NewClientset()
+	cs := newClientset()
 	st := &fakeStatus{now: time.UnixMilli(1_000_000)}
 	d, err := New(Config{GatewayStatus: st, Now: st.clock, GatewayImage: "registry.invalid/oce/gateway:test", HarnessImage: "registry.invalid/oce/harness:test",
 		StorageClass: "kwok-volume", PollInterval: time.Millisecond, GatewayStopWait: time.Second, HarnessStopWait: time.Second,
@@ -324,7 +328,7 @@ func TestDeleteCredentialsNeedsExactOwner(t *testing.T) {
 
 // A wrong image variable or node selector refuses to start with ErrConfig.
 func TestNewRefusesBadConfig(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := newClientset()
 	for _, ok := range []string{"localhost/oce/gateway:0b487fc42a19413e", "registry.example:5000/team/oce-gateway:v1.2",
 		"oce/gateway@sha256:" + strings.Repeat("a", 64), "gateway"} {
 		require.True(t, ValidImageRef(ok), ok)
@@ -341,4 +345,19 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}
 	_, err := New(Config{GatewayImage: "oce/gateway:1", HarnessImage: "oce/harness:1", NodeSelector: map[string]string{"oce.dev/pool": "agents"}}, cs)
 	require.NoError(t, err)
+}
+
+// newClientset is a fake clientset that, like the API server, gives every
+// ClusterIP Service a cluster IP at creation.
+func newClientset() *fake.Clientset {
+	cs := fake.NewClientset()
+	var n atomic.Int32
+	cs.PrependReactor("create", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		svc := a.(k8stesting.CreateAction).GetObject().(*corev1.Service)
+		if svc.Spec.ClusterIP == "" {
+			svc.Spec.ClusterIP = fmt.Sprintf("10.96.0.%d", n.Add(1))
+		}
+		return false, nil, nil
+	})
+	return cs
 }

@@ -255,7 +255,7 @@ func TestEnrollmentForeignSecretRefused(t *testing.T) {
 
 func TestHTTPGatewayStatus(t *testing.T) {
 	ctx := context.Background()
-	cs := fake.NewClientset()
+	cs := newClientset()
 	_, err := cs.CoreV1().Secrets("gw").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pw", Namespace: "gw"},
 		Data: map[string][]byte{contract.SecretStatusToken: []byte("tok-1\n")}}, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -247,7 +247,7 @@ func (d *Driver) prepareGateway(ctx context.Context, p *plan, keys []string) (bo
 		if exists {
 			return true, nil // staged: activation switches the shared Gateway (Recreate)
 		}
-		_, err := ensure(ctx, deps, d.gatewayDeployment(p, keys, ""), p.own)
+		_, err := ensure(ctx, deps, d.gatewayDeployment(p, keys, "", ""), p.own)
 		return err == nil, err
 	}
 	// Dedicated: the candidate Gateway starts only once its Harness runs.
@@ -260,7 +260,11 @@ func (d *Driver) prepareGateway(ctx context.Context, p *plan, keys []string) (bo
 		if err != nil {
 			return false, err
 		}
-		_, err = ensure(ctx, deps, d.gatewayDeployment(p, keys, node), p.own)
+		public, err := d.nodeRouteURL(ctx, p)
+		if err != nil {
+			return false, err
+		}
+		_, err = ensure(ctx, deps, d.gatewayDeployment(p, keys, node, public), p.own)
 		return err == nil, err
 	}
 	if deploymentHealthy(cur) {
@@ -268,6 +272,23 @@ func (d *Driver) prepareGateway(ctx context.Context, p *plan, keys []string) (bo
 	}
 	err = d.switchGateway(ctx, cur, p, keys)
 	return err == nil, err
+}
+
+// nodeRouteURL is the Agent's node route as the setup codes name it
+// (nodeRoutePublicURL), read from its exactly owned Service.
+func (d *Driver) nodeRouteURL(ctx context.Context, p *plan) (string, error) {
+	svc, err := d.c.CoreV1().Services(p.gw).Get(ctx, p.n.nodeRoute, metav1.GetOptions{})
+	if err != nil {
+		return "", transient(err)
+	}
+	if !p.agentOwn.owns(svc.Labels, svc.Annotations, false) {
+		return "", foreign(p.gw, p.n.nodeRoute)
+	}
+	url, err := nodeRoutePublicURL(svc)
+	if err != nil {
+		return "", transient(err)
+	}
+	return url, nil
 }
 
 // harnessRunning reports whether the candidate Harness has a live Pod whose
@@ -293,14 +314,17 @@ func deploymentHealthy(dep *appsv1.Deployment) bool {
 // Recreate strategy stops the old Pod first), conditional on the
 // resourceVersion read.
 func (d *Driver) switchGateway(ctx context.Context, cur *appsv1.Deployment, p *plan, keys []string) error {
-	node := ""
+	node, public := "", ""
 	if p.topo == contract.DedicatedCodex {
 		var err error
 		if node, err = d.workspaceNode(ctx, p); err != nil {
 			return err
 		}
+		if public, err = d.nodeRouteURL(ctx, p); err != nil {
+			return err
+		}
 	}
-	want := d.gatewayDeployment(p, keys, node)
+	want := d.gatewayDeployment(p, keys, node, public)
 	next := cur.DeepCopy()
 	next.Labels = merge(cur.Labels, want.Labels)
 	next.Annotations = merge(cur.Annotations, want.Annotations)

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
@@ -84,7 +83,7 @@ func TestSendMessageThroughGatewayd(t *testing.T) {
 	}))
 	defer srv.Close()
 	var dialed string
-	cs := fake.NewClientset()
+	cs := newClientset()
 	st := &HTTPGatewayStatus{Client: cs, HTTP: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			dialed = addr
@@ -131,4 +130,27 @@ func TestSendMessageThroughGatewayd(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = d.SendMessage(ctx, agent, "main", "hi", nil)
 	require.ErrorIs(t, err, compute.ErrNoEndpoint, "no ready Gateway Pod")
+}
+
+// The dedicated Gateway mints setup codes naming its node route by cluster
+// IP: the pinned OpenClaw refuses ws:// setup codes for names like
+// "x.ns.svc" (only loopback, private-LAN addresses and .local hosts).
+func TestSetupCodeURLIsTheNodeRouteIP(t *testing.T) {
+	d, cs := newFake(t)
+	ctx := context.Background()
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: "ns1"}))
+	rev := dedicatedRev("r1")
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	p, err := d.planFor(rev)
+	require.NoError(t, err)
+	addPod(t, cs, p.dp, "harness-0", p.harnessWantLabels(), true)
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	svc, err := cs.CoreV1().Services(p.gw).Get(ctx, p.n.nodeRoute, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, svc.Spec.ClusterIP)
+	gw := envValues(gatewayOf(t, cs, p.gw).Spec.Template.Spec.Containers[0])
+	require.Equal(t, "http://"+svc.Spec.ClusterIP+":18789", gw[contract.EnvGatewayPublicURL])
+
+	_, err = nodeRoutePublicURL(&corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}})
+	require.ErrorIs(t, err, ErrNotReady)
 }

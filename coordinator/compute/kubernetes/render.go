@@ -2,6 +2,8 @@ package kubernetes
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -216,6 +218,21 @@ func (p *plan) nodeGatewayURL() string {
 	return fmt.Sprintf("http://%s.%s.svc:%d", p.n.nodeRoute, p.gw, contract.GatewayPort)
 }
 
+// nodeRoutePublicURL is the node route as a setup code names it: by the
+// Service's cluster IP. The pinned OpenClaw mints ws:// setup codes only
+// for loopback, private-LAN addresses and .local hosts (its device-pair
+// plugin refuses "x.ns.svc" names: found on real Pods, where every
+// setup-code call failed INVALID_REQUEST); a cluster IP is a private
+// address whatever the cluster domain. The node itself dials its
+// configured route (OCE_NODEHOST_GATEWAY_URL), which overrides the code's.
+func nodeRoutePublicURL(svc *corev1.Service) (string, error) {
+	ip := svc.Spec.ClusterIP
+	if ip == "" || ip == corev1.ClusterIPNone {
+		return "", fmt.Errorf("%w: node route %s/%s has no cluster IP yet", ErrNotReady, svc.Namespace, svc.Name)
+	}
+	return "http://" + net.JoinHostPort(ip, strconv.Itoa(contract.GatewayPort)), nil
+}
+
 // harnessHost is where the revision's Gateway reaches its own Harness (the
 // app-server and the plugin-status peer): the revision's Harness Service,
 // which selects exactly that revision's Harness Pods from the start, so the
@@ -224,9 +241,14 @@ func (p *plan) harnessHost() string { return fmt.Sprintf("%s.%s.svc", p.n.harnes
 
 // gatewayDeployment renders the Agent's stable Gateway Deployment running
 // this revision. Its selector carries no revision (activation switches the
-// template); its metadata names the revision it runs.
-func (d *Driver) gatewayDeployment(p *plan, modelKeys []string, node string) *appsv1.Deployment {
+// template); its metadata names the revision it runs. publicURL is the
+// Gateway as the workspace node sees it, for the setup codes it mints
+// (dedicated: nodeRoutePublicURL; "" for embedded, which has no node).
+func (d *Driver) gatewayDeployment(p *plan, modelKeys []string, node, publicURL string) *appsv1.Deployment {
 	embedded := p.topo == contract.Embedded
+	if publicURL == "" {
+		publicURL = p.gatewayURL()
+	}
 	e := env(
 		contract.EnvNamespaceID, p.rev.NamespaceID, contract.EnvAgentID, p.rev.AgentID, contract.EnvRevisionID, p.rev.ID,
 		contract.EnvStatusAddr, fmt.Sprintf(":%d", contract.StatusPort), contract.EnvSecretsDir, pathSecrets,
@@ -234,7 +256,7 @@ func (d *Driver) gatewayDeployment(p *plan, modelKeys []string, node string) *ap
 		contract.EnvTopology, string(p.topo), contract.EnvAdmittedConfig, pathGatewayConfig,
 		contract.EnvGatewayConfigDir, contract.PathGatewayConfigDir, contract.EnvOpenClawStateDir, pathState,
 		contract.EnvGatewayPort, fmt.Sprint(contract.GatewayPort), contract.EnvGatewayBind, contract.BindLAN,
-		contract.EnvGatewayPublicURL, p.gatewayURL(), contract.EnvPlugins, strings.Join(p.rev.Plugins, ","),
+		contract.EnvGatewayPublicURL, publicURL, contract.EnvPlugins, strings.Join(p.rev.Plugins, ","),
 	)
 	e = append(e, d.providerEnv(false)...)
 	mounts := append(baseMounts(),
