@@ -33,12 +33,16 @@ const (
 	// Gateway and Harness and in the pre-cutover credential check.
 	envProviderOpenAI    = contract.EnvProviderBaseURLOpenAI
 	envProviderAnthropic = contract.EnvProviderBaseURLAnthropic
+	// The labels of the coordinator's own Pods (key=value,…), which the
+	// Gateway network policies admit to the status port; with the
+	// coordinator's namespace (its service account's).
+	envCoordinatorPods = "OCE_COORDINATOR_POD_SELECTOR"
 	serviceAccountNSFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
 
 // DriverEnv lists every variable the kubernetes driver reads.
 var DriverEnv = []string{envGatewayImage, envHarnessImage, envStorageClass, envCredentialNamespace, envNodeSelector, envGatewayNodeSelector,
-	envProviderOpenAI, envProviderAnthropic}
+	envProviderOpenAI, envProviderAnthropic, envCoordinatorPods}
 
 // permissionCheckTimeout bounds the start-time access reviews.
 const permissionCheckTimeout = 30 * time.Second
@@ -60,15 +64,20 @@ func newKubernetesDriver(Config) (compute.Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: kubernetes driver: %w", err)
 	}
+	own := ""
+	if b, err := os.ReadFile(serviceAccountNSFile); err == nil {
+		own = strings.TrimSpace(string(b))
+	}
 	ns := os.Getenv(envCredentialNamespace)
 	if ns == "" {
-		if b, err := os.ReadFile(serviceAccountNSFile); err == nil {
-			ns = strings.TrimSpace(string(b))
-		}
+		ns = own
 	}
 	cfg, err := kubernetesConfigFromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
+	}
+	if len(cfg.Coordinator.PodLabels) > 0 {
+		cfg.Coordinator.Namespace = own
 	}
 	cfg.Credentials = secretCredentials{client: client, namespace: ns}
 	d, err := kubernetes.New(cfg, client)
@@ -96,6 +105,9 @@ func kubernetesConfigFromEnv(getenv func(string) string) (kubernetes.Config, err
 	}
 	if cfg.GatewayNodeSelector, err = kubernetes.ParseNodeSelector(getenv(envGatewayNodeSelector)); err != nil {
 		return cfg, fmt.Errorf("%w: %s: %w", ErrDriverConfig, envGatewayNodeSelector, err)
+	}
+	if cfg.Coordinator.PodLabels, err = kubernetes.ParseNodeSelector(getenv(envCoordinatorPods)); err != nil {
+		return cfg, fmt.Errorf("%w: %s: %v", ErrDriverConfig, envCoordinatorPods, err) // NOT_CONFIGURED, not a node selector
 	}
 	for p, name := range map[string]string{contract.ProviderOpenAI: envProviderOpenAI, contract.ProviderAnthropic: envProviderAnthropic} {
 		v := strings.TrimSpace(getenv(name))

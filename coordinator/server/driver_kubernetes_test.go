@@ -84,6 +84,17 @@ func TestKubernetesConfigFromEnv(t *testing.T) {
 	_, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
 	require.ErrorIs(t, err, ErrDriverConfig)
 	require.ErrorContains(t, err, envProviderAnthropic)
+	delete(env, envProviderAnthropic)
+
+	// The coordinator's own Pods, for the Gateway policies.
+	env[envCoordinatorPods] = "app.kubernetes.io/name=oce-coordinator"
+	cfg, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"app.kubernetes.io/name": "oce-coordinator"}, cfg.Coordinator.PodLabels)
+	env[envCoordinatorPods] = "no-equals"
+	_, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
+	require.Equal(t, CodeNotConfigured, StartCode(err))
+	require.ErrorContains(t, err, envCoordinatorPods)
 }
 
 // A wrong image variable stops the start before anything is contacted, with

@@ -103,6 +103,11 @@ type Config struct {
 	// coordinator's pre-cutover credential check (tests: the offline fake
 	// provider as an in-cluster Service).
 	ProviderBaseURLs map[string]string
+	// Coordinator is where the coordinator's own Pods run: the Gateway
+	// policies admit them to the status port (setup codes, node lists,
+	// relayed turns). Empty: no such rule (a coordinator outside the
+	// cluster reaches no Pod address anyway).
+	Coordinator CoordinatorPeer
 	// GatewayStopWait, HarnessStopWait and PollInterval override the stop
 	// deadlines (tests inject shorter ones).
 	GatewayStopWait time.Duration
@@ -115,6 +120,12 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives JSON logs; nil discards.
 	Logger *slog.Logger
+}
+
+// CoordinatorPeer names the coordinator's Pods for network policies.
+type CoordinatorPeer struct {
+	Namespace string
+	PodLabels map[string]string
 }
 
 // Driver is the Kubernetes compute driver.
@@ -143,7 +154,8 @@ func New(cfg Config, client kubernetes.Interface) (*Driver, error) {
 			return nil, fmt.Errorf("%w: %s %q is not an image reference", ErrConfig, name, ref)
 		}
 	}
-	for name, sel := range map[string]map[string]string{"NodeSelector": cfg.NodeSelector, "GatewayNodeSelector": cfg.GatewayNodeSelector} {
+	for name, sel := range map[string]map[string]string{"NodeSelector": cfg.NodeSelector, "GatewayNodeSelector": cfg.GatewayNodeSelector,
+		"Coordinator.PodLabels": cfg.Coordinator.PodLabels} {
 		for k, v := range sel {
 			if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
 				return nil, fmt.Errorf("%w: %s entry %q=%q is not a label", ErrConfig, name, k, v)

@@ -170,7 +170,7 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 			return err
 		}
 	}
-	for _, np := range revisionPolicies(p) {
+	for _, np := range d.revisionPolicies(p) {
 		if _, err := ensure(ctx, d.c.NetworkingV1().NetworkPolicies(np.Namespace), np, ro); err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"oce.dev/oce/coordinator/compute"
@@ -153,4 +154,36 @@ func TestSetupCodeURLIsTheNodeRouteIP(t *testing.T) {
 
 	_, err = nodeRoutePublicURL(&corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}})
 	require.ErrorIs(t, err, ErrNotReady)
+}
+
+// The Gateway policies admit the coordinator's Pods (and only them, in its
+// namespace) to gatewayd's status port, in both topologies; without the
+// coordinator's whereabouts there is no such rule.
+func TestGatewayPolicyAdmitsTheCoordinator(t *testing.T) {
+	for _, rev := range []state.Revision{embeddedRev("r1"), dedicatedRev("r2")} {
+		d, _ := newFake(t)
+		p, err := d.planFor(rev)
+		require.NoError(t, err)
+		find := func() []networkingv1.NetworkPolicyIngressRule {
+			for _, np := range d.revisionPolicies(p) {
+				if np.Name == p.n.policyGateway {
+					return np.Spec.Ingress
+				}
+			}
+			require.FailNow(t, "no gateway policy")
+			return nil
+		}
+		for _, r := range find() {
+			for _, port := range r.Ports {
+				require.NotEqual(t, contract.StatusPort, port.Port.IntValue(), "no status-port rule without the coordinator's place")
+			}
+		}
+		d.cfg.Coordinator = CoordinatorPeer{Namespace: "oce-system", PodLabels: map[string]string{"app.kubernetes.io/name": "oce-coordinator"}}
+		rules := find()
+		last := rules[len(rules)-1]
+		require.Equal(t, contract.StatusPort, last.Ports[0].Port.IntValue())
+		require.Len(t, last.From, 1)
+		require.Equal(t, map[string]string{"kubernetes.io/metadata.name": "oce-system"}, last.From[0].NamespaceSelector.MatchLabels)
+		require.Equal(t, map[string]string{"app.kubernetes.io/name": "oce-coordinator"}, last.From[0].PodSelector.MatchLabels)
+	}
 }

@@ -556,8 +556,25 @@ func peer(ns string, podLabels map[string]string) networkingv1.NetworkPolicyPeer
 	}
 }
 
+// coordinatorIngress admits the coordinator to a Gateway's status port
+// (setup codes, node lists and relayed turns go to gatewayd there), when
+// the driver knows where the coordinator's Pods are.
+func (d *Driver) coordinatorIngress() []networkingv1.NetworkPolicyIngressRule {
+	c := d.cfg.Coordinator
+	if c.Namespace == "" || len(c.PodLabels) == 0 {
+		return nil
+	}
+	return []networkingv1.NetworkPolicyIngressRule{{
+		From: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": c.Namespace}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: merge(c.PodLabels)},
+		}},
+		Ports: tcpPorts(contract.StatusPort),
+	}}
+}
+
 // revisionPolicies renders the revision's allow policies.
-func revisionPolicies(p *plan) []*networkingv1.NetworkPolicy {
+func (d *Driver) revisionPolicies(p *plan) []*networkingv1.NetworkPolicy {
 	gwSel := merge(p.gatewayWantLabels(), map[string]string{LabelNetworkProfile: NetworkProfileOrdinary})
 	harSel := merge(p.harnessWantLabels(), map[string]string{LabelNetworkProfile: NetworkProfileOrdinary})
 	modelEgress := networkingv1.NetworkPolicyEgressRule{
@@ -580,7 +597,7 @@ func revisionPolicies(p *plan) []*networkingv1.NetworkPolicy {
 			ObjectMeta: meta(p.n.policyGateway, p.gw, p.own, nil),
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: gwSel},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-				Ingress:     []networkingv1.NetworkPolicyIngressRule{gatewayIngress}},
+				Ingress:     append([]networkingv1.NetworkPolicyIngressRule{gatewayIngress}, d.coordinatorIngress()...)},
 		})
 		return out
 	}
@@ -591,8 +608,8 @@ func revisionPolicies(p *plan) []*networkingv1.NetworkPolicy {
 			ObjectMeta: meta(p.n.policyGateway, p.gw, p.own, nil),
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: gwSel},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
-				Ingress: []networkingv1.NetworkPolicyIngressRule{gatewayIngress,
-					{From: []networkingv1.NetworkPolicyPeer{harPeer}, Ports: tcpPorts(contract.GatewayPort)}},
+				Ingress: append([]networkingv1.NetworkPolicyIngressRule{gatewayIngress,
+					{From: []networkingv1.NetworkPolicyPeer{harPeer}, Ports: tcpPorts(contract.GatewayPort)}}, d.coordinatorIngress()...),
 				Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{harPeer}, Ports: tcpPorts(contract.AppServerPort, contract.StatusPort)}}},
 		},
 		&networkingv1.NetworkPolicy{ // allow-gateway-agent, Harness side
