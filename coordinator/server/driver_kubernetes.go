@@ -51,7 +51,7 @@ func init() { RegisterDriver(kubernetes.Name, newKubernetesDriver) }
 
 // newKubernetesDriver connects with the in-cluster service account, or the
 // KUBECONFIG / ~/.kube/config of the operator running it outside a cluster.
-func newKubernetesDriver(Config) (compute.Driver, error) {
+func newKubernetesDriver(scfg Config) (compute.Driver, error) {
 	rc, err := rest.InClusterConfig()
 	if err != nil {
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -80,6 +80,7 @@ func newKubernetesDriver(Config) (compute.Driver, error) {
 		cfg.Coordinator.Namespace = own
 	}
 	cfg.Credentials = secretCredentials{client: client, namespace: ns}
+	cfg.Logger = scfg.Log // the driver's records (pinning a node, stops) join the coordinator's
 	d, err := kubernetes.New(cfg, client)
 	if err != nil {
 		// the error names the field; say which variables set them
