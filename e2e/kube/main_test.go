@@ -15,6 +15,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,6 +49,18 @@ func run(m *testing.M) int {
 		return 1
 	}
 	cluster = c
+	// An interrupted run (Ctrl-C, a CI runner's SIGTERM) still tears the
+	// node down: its processes, mounts, cgroups and the host sysctls.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		fmt.Fprintf(os.Stderr, "kube: %v: tearing the cluster down\n", sig)
+		if err := c.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "kube: stop the cluster: %v\n", err)
+		}
+		os.Exit(1)
+	}()
 	code := func() int {
 		ictx, cancel := context.WithTimeout(ctx, InstallTimeout)
 		defer cancel()
@@ -70,6 +84,7 @@ func run(m *testing.M) int {
 	if code != 0 {
 		fmt.Fprint(os.Stderr, dumpState(ctx))
 	}
+	signal.Stop(sigs)
 	if err := c.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "kube: stop the cluster: %v\n", err)
 		if code == 0 {
