@@ -133,6 +133,13 @@ func Render(admitted []byte, in RenderInput) (Rendered, error) {
 		as["transport"] = "websocket"
 		as["url"] = in.AppServerURL
 		as["authToken"] = in.AppServerToken
+		// The app-server runs in the Harness: the plugin maps the agent's
+		// gateway-local workspace onto the Harness's, so Codex's tools run
+		// there (without it, on real Pods, every cwd named a gateway path
+		// the Harness does not have).
+		if root := strings.TrimRight(in.NodeWorkspace, "/"); root != "" {
+			as["remoteWorkspaceRoot"] = root
+		}
 	}
 
 	// selected plugins are enabled (plugin-install)
