@@ -20,7 +20,7 @@ func (s *server) listAgents(w http.ResponseWriter, r *http.Request) error {
 			out = append(out, a)
 		}
 	}
-	writeJSON(w, http.StatusOK, listOf(out, s.agentView))
+	writeJSON(w, http.StatusOK, byName(listOf(out, s.agentView), func(a wire.Agent) string { return a.Name }))
 	return nil
 }
 

@@ -3,6 +3,8 @@ package api
 import (
 	"net/http"
 
+	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/shared/codes"
 )
 
@@ -25,4 +27,16 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "leader": s.b.IsLeader()})
+}
+
+// version reports the coordinator's build.
+func (s *server) version(w http.ResponseWriter, r *http.Request) error {
+	if err := s.allow(r, iam.ViewInstallation, iam.ClusterRes(), ""); err != nil {
+		return err
+	}
+	b := s.cfg.Build
+	writeJSON(w, http.StatusOK, wire.Version{Version: b.Version, Commit: b.Commit, Modified: b.Modified,
+		GoVersion: b.GoVersion, Runtimes: wire.Runtimes{Node: b.Runtimes.Node, OpenClaw: b.Runtimes.OpenClaw,
+			Codex: b.Runtimes.Codex}})
+	return nil
 }

@@ -5,8 +5,10 @@ import (
 
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
 )
 
 // propose replicates one command and times it for the apply histogram.
@@ -29,7 +31,7 @@ func (s *server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
 			out = append(out, ns)
 		}
 	}
-	writeJSON(w, http.StatusOK, listOf(out, wireNamespace))
+	writeJSON(w, http.StatusOK, byName(listOf(out, wireNamespace), func(n wire.Namespace) string { return n.Name }))
 	return nil
 }
 
@@ -76,7 +78,7 @@ func (s *server) listConfigurations(w http.ResponseWriter, r *http.Request) erro
 			out = append(out, c)
 		}
 	}
-	writeJSON(w, http.StatusOK, listOf(out, wireConfiguration))
+	writeJSON(w, http.StatusOK, byName(listOf(out, wireConfiguration), func(c wire.Configuration) string { return c.Name }))
 	return nil
 }
 
@@ -166,5 +168,59 @@ func (s *server) writeConfiguration(w http.ResponseWriter, status int, id string
 		return notFound("configuration %q vanished after the write", id)
 	}
 	writeJSON(w, status, wireConfiguration(c))
+	return nil
+}
+
+// deleteNamespace removes an empty Namespace: 409 while it holds Agents or
+// Configurations. The compute driver removes the Namespace's runtime
+// namespaces first (idempotent), so nothing outlives the record.
+func (s *server) deleteNamespace(w http.ResponseWriter, r *http.Request) error {
+	ns, err := s.namespace(r)
+	if err != nil {
+		return err
+	}
+	// Removing a tenant boundary is a cluster administrator's act.
+	if err := s.allow(r, iam.AdministerCluster, iam.ClusterRes(), ns.ID); err != nil {
+		return err
+	}
+	m := s.b.Machine()
+	if n := len(m.Agents(ns.ID)); n > 0 {
+		return conflict("namespace %q still holds %d agent(s): delete them first", ns.Name, n)
+	}
+	if n := len(m.Configurations(ns.ID)); n > 0 {
+		return conflict("namespace %q still holds %d configuration(s): delete them first", ns.Name, n)
+	}
+	if d := s.b.Driver(); d != nil {
+		if err := d.DeleteNamespace(r.Context(), ns); err != nil {
+			code, _ := compute.ErrorCode(err, codes.TransientDependency)
+			e := conflict("the compute driver could not remove namespace %q yet: %v", ns.Name, err)
+			e.Details = map[string]any{"reason": string(code)}
+			return e
+		}
+	}
+	if _, err := s.propose(r, state.CmdDeleteNamespace, state.DeleteNamespace{ID: ns.ID}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, wireNamespace(ns))
+	return nil
+}
+
+// deleteConfiguration removes a Configuration no Agent uses (409 otherwise).
+func (s *server) deleteConfiguration(w http.ResponseWriter, r *http.Request) error {
+	ns, err := s.namespace(r)
+	if err != nil {
+		return err
+	}
+	c, err := s.configurationRef(ns, r.PathValue("cfg"))
+	if err != nil {
+		return err
+	}
+	if err := s.allow(r, iam.UpdateConfiguration, cfgRes(ns, c.Name), ns.ID); err != nil {
+		return err
+	}
+	if _, err := s.propose(r, state.CmdDeleteConfiguration, state.DeleteConfiguration{ID: c.ID}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, wireConfiguration(c))
 	return nil
 }

@@ -45,11 +45,13 @@ func (s *server) registerRoutes() {
 	s.read("GET /v1/namespaces", s.listNamespaces)
 	s.write("POST /v1/namespaces", s.createNamespace)
 	s.read("GET "+ns, s.getNamespace)
+	s.write("DELETE "+ns, s.deleteNamespace)
 
 	s.read("GET "+ns+"/configurations", s.listConfigurations)
 	s.write("POST "+ns+"/configurations", s.createConfiguration)
 	s.read("GET "+ns+"/configurations/{cfg}", s.getConfiguration)
 	s.write("PUT "+ns+"/configurations/{cfg}", s.updateConfiguration)
+	s.write("DELETE "+ns+"/configurations/{cfg}", s.deleteConfiguration)
 
 	s.read("GET "+ns+"/agents", s.listAgents)
 	s.write("POST "+ns+"/agents", s.createAgent)
@@ -62,12 +64,14 @@ func (s *server) registerRoutes() {
 	s.read("GET "+agent+"/revisions/{rev}", s.getRevision)
 	s.read("GET "+agent+"/work", s.agentWork)
 	s.read("GET "+agent+"/endpoints", s.endpoints)
+	s.read("GET "+agent+"/logs", s.logs)
 
 	s.read("GET /v1/work", s.listWork)
 	s.read("GET /v1/work/{id}", s.getWork)
 	s.read("GET /v1/audit", s.listAudit)
 	s.read("GET /v1/installation", s.installation)
 	s.read("GET /v1/status", s.status)
+	s.read("GET /v1/version", s.version)
 
 	s.read("GET /v1/cluster", s.cluster)
 	s.write("POST /v1/cluster/join", s.clusterJoin)

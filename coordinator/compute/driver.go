@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
@@ -66,6 +67,32 @@ type Endpoints struct {
 	// machine (local driver); the password itself never leaves the driver.
 	PasswordFile string
 }
+
+// LogReader is optionally implemented by a driver that can stream the logs
+// of a revision's supervisors (occ agent logs): files of the local driver,
+// Pod logs on Kubernetes.
+type LogReader interface {
+	// Logs writes the container's log to w: the last opts.Tail lines (all
+	// when 0), then, with opts.Follow, what it appends until ctx ends. A
+	// revision without such logs is an error wrapping ErrNoLogs.
+	Logs(ctx context.Context, rev state.Revision, opts LogOptions, w io.Writer) error
+}
+
+// Containers whose logs LogReader serves.
+const (
+	ContainerGateway = "gateway"
+	ContainerHarness = "harness"
+)
+
+// LogOptions select what LogReader.Logs writes.
+type LogOptions struct {
+	Container string // ContainerGateway or ContainerHarness
+	Follow    bool
+	Tail      int
+}
+
+// ErrNoLogs: the revision has no log for the container on this driver.
+var ErrNoLogs = errors.New("compute: no logs for this revision and container")
 
 // Observation is one readiness observation of a revision.
 type Observation struct {

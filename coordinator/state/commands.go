@@ -17,28 +17,30 @@ type Command struct {
 
 // Command types, one per payload struct below.
 const (
-	CmdCreateNamespace    = "CreateNamespace"
-	CmdPutConfiguration   = "PutConfiguration"
-	CmdCreateAgent        = "CreateAgent"
-	CmdUpdateAgent        = "UpdateAgent"
-	CmdAdmitRevision      = "AdmitRevision"
-	CmdRequestStop        = "RequestStop"
-	CmdRequestDelete      = "RequestDelete"
-	CmdClaimWork          = "ClaimWork"
-	CmdRenewClaim         = "RenewClaim"
-	CmdSetWorkPhase       = "SetWorkPhase"
-	CmdRequeueWork        = "RequeueWork"
-	CmdFailWork           = "FailWork"
-	CmdSupersedeWork      = "SupersedeWork"
-	CmdRecordPredecessor  = "RecordPredecessorStop"
-	CmdDropPredecessor    = "DropPredecessorStop"
-	CmdActivateRevision   = "ActivateRevision"
-	CmdCompleteActivation = "CompleteActivation"
-	CmdSetRevisionStatus  = "SetRevisionStatus"
-	CmdCompleteStop       = "CompleteStop"
-	CmdCompleteDeletion   = "CompleteDeletion"
-	CmdSetInstallation    = "SetInstallation"
-	CmdExpireWork         = "ExpireWork"
+	CmdCreateNamespace     = "CreateNamespace"
+	CmdPutConfiguration    = "PutConfiguration"
+	CmdCreateAgent         = "CreateAgent"
+	CmdUpdateAgent         = "UpdateAgent"
+	CmdAdmitRevision       = "AdmitRevision"
+	CmdRequestStop         = "RequestStop"
+	CmdRequestDelete       = "RequestDelete"
+	CmdClaimWork           = "ClaimWork"
+	CmdRenewClaim          = "RenewClaim"
+	CmdSetWorkPhase        = "SetWorkPhase"
+	CmdRequeueWork         = "RequeueWork"
+	CmdFailWork            = "FailWork"
+	CmdSupersedeWork       = "SupersedeWork"
+	CmdRecordPredecessor   = "RecordPredecessorStop"
+	CmdDropPredecessor     = "DropPredecessorStop"
+	CmdActivateRevision    = "ActivateRevision"
+	CmdCompleteActivation  = "CompleteActivation"
+	CmdSetRevisionStatus   = "SetRevisionStatus"
+	CmdCompleteStop        = "CompleteStop"
+	CmdCompleteDeletion    = "CompleteDeletion"
+	CmdSetInstallation     = "SetInstallation"
+	CmdExpireWork          = "ExpireWork"
+	CmdDeleteNamespace     = "DeleteNamespace"
+	CmdDeleteConfiguration = "DeleteConfiguration"
 )
 
 // CreateNamespace creates a Namespace. ID is minted by the leader.
@@ -54,6 +56,18 @@ type PutConfiguration struct {
 	NamespaceID string          `json:"namespaceId"`
 	Name        string          `json:"name"`
 	Document    json.RawMessage `json:"document"`
+}
+
+// DeleteNamespace removes an empty Namespace: Apply refuses (ErrConflict)
+// while it holds any Agent or Configuration.
+type DeleteNamespace struct {
+	ID string `json:"id"`
+}
+
+// DeleteConfiguration removes a Configuration no Agent references (else
+// ErrConflict). Revisions froze their own copy of the document.
+type DeleteConfiguration struct {
+	ID string `json:"id"`
 }
 
 // CreateAgent creates an Agent; an empty ExecutionMode means embedded.
