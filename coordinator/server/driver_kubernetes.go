@@ -41,7 +41,7 @@ func init() { RegisterDriver(kubernetes.Name, newKubernetesDriver) }
 
 // newKubernetesDriver connects with the in-cluster service account, or the
 // KUBECONFIG / ~/.kube/config of the operator running it outside a cluster.
-func newKubernetesDriver(Config) (compute.Driver, error) {
+func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 	rc, err := rest.InClusterConfig()
 	if err != nil {
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -60,12 +60,13 @@ func newKubernetesDriver(Config) (compute.Driver, error) {
 			ns = strings.TrimSpace(string(b))
 		}
 	}
-	cfg, err := kubernetesConfigFromEnv(os.Getenv)
+	kcfg, err := kubernetesConfigFromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Credentials = secretCredentials{client: client, namespace: ns}
-	d, err := kubernetes.New(cfg, client)
+	kcfg.Credentials = secretCredentials{client: client, namespace: ns}
+	kcfg.Logger = cfg.Log.With("component", "compute")
+	d, err := kubernetes.New(kcfg, client)
 	if err != nil {
 		// the error names the field; say which variables set them
 		return nil, fmt.Errorf("%w (%s, %s, %s, %s): %w", ErrDriverConfig, envGatewayImage, envHarnessImage, envNodeSelector, envGatewayNodeSelector, err)

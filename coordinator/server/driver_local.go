@@ -71,5 +71,5 @@ func newLocalDriver(cfg Config) (compute.Driver, error) {
 	}
 	return local.New(local.Config{DataDir: lc.Root, Binaries: bins, Runtimes: paths, ProviderBaseURLs: bases,
 		Credentials: local.SecretDir(lc.SecretsDir), AllowHostNetwork: lc.AllowHostNetwork, LogLevel: lc.LogLevel,
-		Logger: cfg.Log})
+		Logger: cfg.Log.With("component", "compute")})
 }

@@ -276,13 +276,19 @@ func (n *node) openDriver(context.Context) error {
 		n.driver = n.cfg.Driver
 		return nil
 	}
-	n.driver, err = newDriver(n.cfg, name)
+	cfg := n.cfg
+	cfg.Log = n.log // the factories' records carry the node too
+	n.driver, err = newDriver(cfg, name)
 	return err
 }
 
 // openStore opens the Raft store; the activation engine runs while this
 // node leads.
 func (n *node) openStore(context.Context) error {
+	// Before Raft starts, so its first election is counted too.
+	if err := registerRaftMetrics(n.cfg.Metrics); err != nil {
+		return err
+	}
 	st, err := store.Open(store.Config{
 		NodeID: n.id, DataDir: n.cfg.DataDir, RaftBind: n.cfg.RaftAddr, RaftAdvertise: n.cfg.RaftAdvertise,
 		HTTPAddr: n.httpAdv, Bootstrap: n.cfg.Join == "", Timeouts: n.cfg.Timeouts, Clock: n.cfg.Clock, Log: n.log,
@@ -415,27 +421,4 @@ func advertise(configured string, bound net.Addr) (string, error) {
 		return "", fmt.Errorf("server: http address %s is unspecified: set the HTTP advertise address", bound)
 	}
 	return bound.String(), nil
-}
-
-func registerStoreMetrics(reg *prometheus.Registry, st *store.Store) {
-	g := func(name, help string, f func(store.Stats) float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(st.Stats()) })
-	}
-	c := func(name, help string, f func(store.Stats) float64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(st.Stats()) })
-	}
-	reg.MustRegister(
-		g("oce_raft_leader", "1 while this node is the Raft leader.", func(s store.Stats) float64 {
-			if s.Leader {
-				return 1
-			}
-			return 0
-		}),
-		g("oce_raft_term", "Current Raft term.", func(s store.Stats) float64 { return float64(s.Term) }),
-		g("oce_raft_applied_index", "Last Raft index applied to the state machine.", func(s store.Stats) float64 { return float64(s.AppliedIndex) }),
-		g("oce_raft_commit_index", "Last Raft index known committed.", func(s store.Stats) float64 { return float64(s.CommitIndex) }),
-		c("oce_store_proposals_total", "Proposals made on this node.", func(s store.Stats) float64 { return float64(s.Proposals) }),
-		c("oce_store_propose_failures_total", "Proposals that failed for want of leadership.", func(s store.Stats) float64 { return float64(s.ProposeFailures) }),
-		c("oce_store_leaderships_total", "Terms in which this node ran leader work.", func(s store.Stats) float64 { return float64(s.Leaderships) }),
-	)
 }

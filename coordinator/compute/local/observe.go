@@ -78,7 +78,7 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 	if snap.Topology == contract.DedicatedCodex && !snap.Enrolled {
 		enrolled, err := d.advanceEnrollment(ctx, rev, r, gwAddr)
 		if err != nil {
-			d.log.Info("enrollment pending", "revision", rev.ID, "error", err.Error())
+			d.log.Debug("enrollment pending", "revision", rev.ID, "error", err.Error())
 		}
 		if !enrolled {
 			return compute.Observation{Reason: ReasonEnrolling}, nil
