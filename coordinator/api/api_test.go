@@ -83,6 +83,7 @@ func TestStrictDecoding(t *testing.T) {
 		"wrong type":     `{"name":7}`,
 		"null":           `null`,
 		"case variation": `{"NAME":"a"}`,
+		"duplicate key":  `{"name":"a","name":"b"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			e.reject(400, "INVALID_REQUEST", "POST", "/v1/namespaces", body)
