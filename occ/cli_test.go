@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"oce.dev/oce/occ"
 	"oce.dev/oce/shared/buildinfo"
+	"oce.dev/oce/shared/logtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -186,24 +186,6 @@ func TestAgentLogsThroughTheDriver(t *testing.T) {
 	require.Equal(t, occ.ExitUsage, r.code)
 }
 
-// syncBuf is a buffer a command writes while the test reads it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestWatchAndInterrupt: --watch prints again when the list changes; the
 // interrupted command exits 130.
 func TestWatchAndInterrupt(t *testing.T) {
@@ -211,7 +193,7 @@ func TestWatchAndInterrupt(t *testing.T) {
 	h.seed()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuf
+	var out, errb logtest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- occ.Main(ctx, []string{"-n", "team", "agent", "list", "--watch", "-o", "name"}, occ.Options{

@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,25 +20,8 @@ import (
 
 	"oce.dev/oce/coordinator/certs"
 	"oce.dev/oce/coordinator/client"
+	"oce.dev/oce/shared/logtest"
 )
-
-// lockedBuffer collects a server's log records across goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // duplicateKey returns the first key a JSON object repeats at its top
 // level ("" when none).
@@ -81,7 +63,7 @@ func TestDuplicateKeyDetector(t *testing.T) {
 // the API's, and writes no log record with a repeated key.
 func TestOneAssemblyObservability(t *testing.T) {
 	d := t.TempDir()
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

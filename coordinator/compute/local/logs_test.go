@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,25 +14,8 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/logtest"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestLogsTailAndFollow(t *testing.T) {
 	d := &Driver{cfg: Config{DataDir: t.TempDir()}}
@@ -60,7 +42,7 @@ func TestLogsTailAndFollow(t *testing.T) {
 
 	// Follow: what the supervisor appends arrives until ctx ends.
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out logtest.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- d.Logs(ctx, rev, compute.LogOptions{Container: compute.ContainerGateway, Tail: 1, Follow: true}, &out)
