@@ -130,9 +130,11 @@ func stepper(t testing.TB) func(string) {
 }
 
 // TestDedicatedCodex: deploy → node enrolled → ready; redeploy with a bad
-// key → held AUTHENTICATION_FAILED, deploy --wait exits non-zero naming it,
-// and the predecessor was stopped first (seed 000: dedicated requires
-// stopped predecessors); repair → active again, one activate audit record per
+// key → AUTHENTICATION_FAILED, deploy --wait exits non-zero naming it, and
+// the serving predecessor keeps running (the coordinator's default
+// credential check before cutover refuses the key before any predecessor is
+// stopped; --credential-check seed keeps the seeds' stop-first order);
+// repair → active again, one activate audit record per
 // activated revision; delete → every process and dir gone.
 func TestDedicatedCodex(t *testing.T) {
 	e := &shared
@@ -164,7 +166,7 @@ func TestDedicatedCodex(t *testing.T) {
 	step("bad key failed")
 	require.Equal(t, occ.ExitFailed, code, out)
 	require.Contains(t, out, "AUTHENTICATION_FAILED", out)
-	require.False(t, anyAlive(predecessor), "the dedicated predecessor was stopped before the candidate was prepared")
+	require.True(t, anyAlive(predecessor), "a bad key never takes the serving Agent down (credential check before cutover)")
 
 	// Repair: a good key deploys again.
 	e.mustOcc(t, "agent", "update", "coder", "--auth-method", "api_key", "--auth-ref", "local:"+occ.DevDemoKey)
