@@ -65,7 +65,9 @@ func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 		return nil, err
 	}
 	kcfg.Credentials = secretCredentials{client: client, namespace: ns}
-	kcfg.Logger = cfg.Log.With("component", "compute")
+	if cfg.Log != nil {
+		kcfg.Logger = cfg.Log.With("component", "compute")
+	}
 	d, err := kubernetes.New(kcfg, client)
 	if err != nil {
 		// the error names the field; say which variables set them

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -69,7 +70,11 @@ func newLocalDriver(cfg Config) (compute.Driver, error) {
 			bases[p] = lc.ProviderURL
 		}
 	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return local.New(local.Config{DataDir: lc.Root, Binaries: bins, Runtimes: paths, ProviderBaseURLs: bases,
 		Credentials: local.SecretDir(lc.SecretsDir), AllowHostNetwork: lc.AllowHostNetwork, LogLevel: lc.LogLevel,
-		Logger: cfg.Log.With("component", "compute")})
+		Logger: log.With("component", "compute")})
 }
