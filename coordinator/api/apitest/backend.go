@@ -15,6 +15,7 @@ import (
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/compute/memory"
+	"oce.dev/oce/coordinator/engine"
 	"oce.dev/oce/coordinator/state"
 )
 
@@ -239,4 +240,14 @@ func (b *Backend) Driver() compute.Driver {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.driver
+}
+
+// RunEngine runs the activation engine over the Backend's machine and
+// driver until ctx ends, so deploys and stops complete as on a leader.
+func (b *Backend) RunEngine(ctx context.Context) {
+	e := engine.New(engine.Config{Owner: "apitest", PollInterval: 5 * time.Millisecond, ReadinessMin: 2 * time.Millisecond,
+		ReadinessMax: 20 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
+		HealthInterval: 10 * time.Millisecond},
+		engine.NewLocalProposer(b.M, engine.RealClock{}, "engine"), b.Driver(), engine.RealClock{}, nil)
+	go func() { _ = e.Run(ctx) }()
 }

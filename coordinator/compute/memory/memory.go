@@ -81,6 +81,9 @@ type Driver struct {
 	deletedNS map[string]bool
 	deletedAg map[string]bool
 	rejected  map[string]compute.CredentialCheck
+
+	wsOnce sync.Once
+	wsp    *workspaces // workspace.go
 }
 
 var _ compute.Driver = (*Driver)(nil)
