@@ -173,7 +173,7 @@ func (a *app) agentCmd() *cobra.Command {
 			return a.print(cmd.OutOrStdout(), ws, func() table { return workTable(ws...) })
 		},
 	}
-	c.AddCommand(create, update, get, list, del, stop, work, a.deployCmd())
+	c.AddCommand(create, update, get, list, del, stop, work, a.deployCmd(), a.filesCmd())
 	return c
 }
 
