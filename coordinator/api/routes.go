@@ -62,6 +62,7 @@ func (s *server) registerRoutes() {
 	s.read("GET "+agent+"/revisions/{rev}", s.getRevision)
 	s.read("GET "+agent+"/work", s.agentWork)
 	s.read("GET "+agent+"/endpoints", s.endpoints)
+	s.read("GET "+agent+"/logs", s.logs)
 	s.consoleRoutes(ns, agent) // workspace documents and overviews (workspace.go, overview.go)
 
 	s.read("GET /v1/work", s.listWork)

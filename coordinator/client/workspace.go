@@ -2,7 +2,10 @@ package client
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 
 	"oce.dev/oce/coordinator/api/wire"
 )
@@ -43,4 +46,30 @@ func (c *Client) AgentOverview(ctx context.Context, ns, agent string) (wire.Agen
 	var out wire.AgentDetail
 	err := c.do(ctx, http.MethodGet, agentPath(ns, agent)+"/overview", nil, nil, &out)
 	return out, err
+}
+
+// LogOptions select an Agent's log.
+type LogOptions struct {
+	Container string // gateway (default) or harness
+	Tail      int    // last lines (0: all)
+	Revision  string // id or number; empty: the active, else the newest
+}
+
+// Logs reads the Agent's supervisor log as text; the caller closes it.
+func (c *Client) Logs(ctx context.Context, ns, agent string, o LogOptions) (io.ReadCloser, error) {
+	q := url.Values{}
+	if o.Container != "" {
+		q.Set("container", o.Container)
+	}
+	if o.Tail > 0 {
+		q.Set("tail", strconv.Itoa(o.Tail))
+	}
+	if o.Revision != "" {
+		q.Set("revision", o.Revision)
+	}
+	resp, err := c.send(ctx, http.MethodGet, agentPath(ns, agent)+"/logs", q, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
 }
