@@ -310,7 +310,7 @@ func (n *node) serve() (<-chan error, error) {
 		acfg.ForwardTLS = n.tls.peerClient()
 	}
 	n.srv = &http.Server{
-		Handler:           api.New(acfg, backend{Store: n.st, driver: n.driver}),
+		Handler:           withConsole(api.New(acfg, backend{Store: n.st, driver: n.driver}), n.log),
 		ReadHeaderTimeout: readHeaderTimeout,
 		// Handshake failures (a client without the CA, plain HTTP on a TLS
 		// port) are the client's; they go to the JSON log at debug.
