@@ -18,7 +18,7 @@ func (c *Console) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 }
 
 type nsRow struct {
-	Name                                     string
+	Name                                    string
 	Agents, Serving, Busy, Failed, Degraded int
 }
 
@@ -70,7 +70,7 @@ type agentsView struct {
 
 type agentRow struct {
 	Name, State, Mode, Configuration, Phase, HeldCode, FailureCode string
-	Active, Latest                                                int64
+	Active, Latest                                                 int64
 }
 
 func (c *Console) agentsPage(w http.ResponseWriter, r *http.Request, s *session) error {
