@@ -43,11 +43,13 @@
       set("progress-code", p.code ? "last attempt: " + p.code : "");
       steps(p.steps);
       badge(p.state);
+      if (p.revision) { set("active-rev", "#" + p.revision); }
     });
     es.addEventListener("done", function (e) {
       es.close();
       var p = JSON.parse(e.data);
       badge(p.state);
+      if (p.revision) { set("active-rev", "#" + p.revision); }
       reload();
     });
     es.onerror = function () {
