@@ -59,7 +59,22 @@ func (c *consoleSession) do(steps ...chromedp.Action[chromedp.Void]) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(c.b.Ctx, 2*time.Minute)
 	defer cancel()
-	require.NoError(c.t, chromedp.Do(ctx, steps...))
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		c.dump()
+		require.NoError(c.t, err)
+	}
+}
+
+// dump logs where the browser is and what it shows (a failed step).
+func (c *consoleSession) dump() {
+	ctx, cancel := context.WithTimeout(c.b.Ctx, 20*time.Second)
+	defer cancel()
+	loc, _ := chromedp.Run(ctx, chromedp.Location())
+	html, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.outerHTML`))
+	if len(html) > 4000 {
+		html = html[:4000]
+	}
+	c.t.Logf("browser at %s:\n%s", loc, html)
 }
 
 func (c *consoleSession) text(sel string) string {
@@ -74,9 +89,20 @@ func (c *consoleSession) text(sel string) string {
 // waitJS polls a JavaScript condition in the page until it holds.
 func (c *consoleSession) waitJS(cond string, timeout time.Duration) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(c.b.Ctx, timeout)
-	defer cancel()
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](cond))
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		// the page reloads itself when a deploy ends: a poll cut short by the
+		// navigation is polled again in the new page
+		ctx, cancel := context.WithTimeout(c.b.Ctx, time.Until(deadline))
+		_, err = chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(time.Until(deadline)),
+			chromedp.WithPollingInterval(100*time.Millisecond)))
+		cancel()
+		if err == nil {
+			return
+		}
+	}
+	c.dump()
 	require.NoError(c.t, err, "waiting for %s", cond)
 }
 
@@ -146,13 +172,16 @@ func TestConsole(t *testing.T) {
 	orig, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("content")))
 	cancel()
 	require.NoError(t, err)
-	require.NotEmpty(t, orig, "OpenClaw initialized the workspace's AGENTS.md")
 	edited := orig + "\n## Console check\nAlways mention " + marker + " in every answer.\n"
 	c.do(chromedp.SetValue(chromedp.ID("content"), edited), chromedp.Click(chromedp.ID("save")),
 		chromedp.WaitVisible(chromedp.CSS(`#notice[data-notice="saved"]`)))
 	c.screenshot("files")
 	f := e.file(t, "web", "AGENTS.md")
 	require.Contains(t, f.Content, marker, "the API reads the saved document through the Gateway")
+	a := e.agent(t, "web")
+	onDisk, err := os.ReadFile(filepath.Join(e.devDir(), "runtimes", a.NamespaceID, a.ID, "gateway-state", "workspace", "AGENTS.md"))
+	require.NoError(t, err)
+	require.Equal(t, f.Content, string(onDisk), "the gateway wrote the platform's Agent workspace (on the Agent's claim)")
 	require.Contains(t, e.send(t, "web", "hello after the edit"), "["+marker+"]", "the next turn's instructions carry the edit")
 	step("edit reached the next turn")
 

@@ -226,10 +226,18 @@ func TestFormsNeedTheSessionsCSRFToken(t *testing.T) {
 			require.Equal(t, before, f.b.M.Digest(), "a refused form changed nothing")
 		})
 	}
+	// a strict referrer policy's "null" origin falls back to fetch metadata
+	before := f.b.M.Digest()
+	require.Equal(t, http.StatusForbidden, b.post("/console/ns/team/agents/bot/deploy", url.Values{"csrf": {csrf}},
+		"Origin", "null", "Sec-Fetch-Site", "cross-site").status)
+	require.Equal(t, before, f.b.M.Digest())
+	require.Equal(t, http.StatusSeeOther, b.post("/console/ns/team/agents/bot/deploy", url.Values{"csrf": {csrf}},
+		"Origin", "null", "Sec-Fetch-Site", "same-origin").status, "the same form from this origin is accepted")
+
 	// another session's token does not work either
 	other := f.browser()
 	other.login(adminToken)
-	before := f.b.M.Digest()
+	before = f.b.M.Digest()
 	require.Equal(t, http.StatusForbidden, other.post("/console/ns/team/agents/bot/deploy", url.Values{"csrf": {csrf}}).status)
 	require.Equal(t, before, f.b.M.Digest())
 }

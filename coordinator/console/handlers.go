@@ -113,7 +113,9 @@ const maxFormBytes = 4 << 20
 // sameOrigin accepts a request whose Origin (or, lacking it, Sec-Fetch-Site)
 // does not name another site.
 func sameOrigin(r *http.Request) bool {
-	if o := r.Header.Get("Origin"); o != "" {
+	// "null" is what a browser sends under a strict referrer policy; the
+	// fetch metadata then decides
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
 		u, err := url.Parse(o)
 		return err == nil && u.Host == r.Host
 	}
