@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/client"
 )
 
 // requestTimeout bounds the API calls of one page.
@@ -139,29 +140,32 @@ func (c *Console) agentPage(w http.ResponseWriter, r *http.Request, s *session) 
 // deploy asks the API to deploy the Agent and shows its page, where the
 // deploy's progress streams in.
 func (c *Console) deploy(w http.ResponseWriter, r *http.Request, s *session) error {
-	ns, name := r.PathValue("ns"), r.PathValue("agent")
-	if !c.can(r.Context(), s, ActionDeploy, Resource{Namespace: ns, Agent: name}) {
-		return forbidden("deploy agent " + name)
-	}
-	ctx, cancel := c.ctx(r)
-	defer cancel()
-	if _, err := c.apiClient(s.token).Deploy(ctx, ns, name, wire.Deploy{}); err != nil {
-		return apiErr(err)
-	}
-	http.Redirect(w, r, agentPath(ns, name)+"?notice=deploy", http.StatusSeeOther)
-	return nil
+	return c.agentWork(w, r, s, ActionDeploy, "deploy", func(ctx context.Context, cl *client.Client, ns, name string) error {
+		_, err := cl.Deploy(ctx, ns, name, wire.Deploy{})
+		return err
+	})
 }
 
+// stop asks the API to stop the Agent.
 func (c *Console) stop(w http.ResponseWriter, r *http.Request, s *session) error {
+	return c.agentWork(w, r, s, ActionStop, "stop", func(ctx context.Context, cl *client.Client, ns, name string) error {
+		_, err := cl.StopAgent(ctx, ns, name)
+		return err
+	})
+}
+
+// agentWork authorizes verb on the Agent, runs call and shows the Agent.
+func (c *Console) agentWork(w http.ResponseWriter, r *http.Request, s *session, a Action, verb string,
+	call func(ctx context.Context, cl *client.Client, ns, name string) error) error {
 	ns, name := r.PathValue("ns"), r.PathValue("agent")
-	if !c.can(r.Context(), s, ActionStop, Resource{Namespace: ns, Agent: name}) {
-		return forbidden("stop agent " + name)
+	if !c.can(r.Context(), s, a, Resource{Namespace: ns, Agent: name}) {
+		return forbidden(verb + " agent " + name)
 	}
 	ctx, cancel := c.ctx(r)
 	defer cancel()
-	if _, err := c.apiClient(s.token).StopAgent(ctx, ns, name); err != nil {
+	if err := call(ctx, c.apiClient(s.token), ns, name); err != nil {
 		return apiErr(err)
 	}
-	http.Redirect(w, r, agentPath(ns, name)+"?notice=stop", http.StatusSeeOther)
+	http.Redirect(w, r, agentPath(ns, name)+"?notice="+verb, http.StatusSeeOther)
 	return nil
 }
