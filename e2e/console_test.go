@@ -155,7 +155,9 @@ func TestConsole(t *testing.T) {
 	// Deploy: progress streams in until the page shows serving
 	start := time.Now()
 	c.do(chromedp.Click(chromedp.ID("deploy")), chromedp.WaitVisible(chromedp.ID("progress-phase")))
-	c.waitJS(`document.getElementById("agent-state").dataset.state === "serving" && document.getElementById("active-rev").textContent === "#1"`, 8*time.Minute)
+	c.waitJS(`document.getElementById("agent-state").dataset.state === "failed" || `+
+		`document.getElementById("agent-state").dataset.state === "serving" && document.getElementById("active-rev").textContent === "#1"`, 8*time.Minute)
+	require.Equal(t, "serving", c.text("#agent-state"), "the deploy failed: %s", c.text("#progress"))
 	t.Logf("click deploy → page shows serving: %s", time.Since(start).Round(100*time.Millisecond))
 	step("deployed in the console")
 	c.do(chromedp.Navigate(c.base+agentPage("web")), chromedp.WaitVisible(chromedp.ID("revisions")))
