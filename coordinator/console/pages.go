@@ -48,7 +48,7 @@ func (c *Console) namespacesPage(w http.ResponseWriter, r *http.Request, s *sess
 			switch a.State {
 			case wire.AgentServing:
 				row.Serving++
-			case wire.AgentActivating, wire.AgentStopping, wire.AgentDeleting:
+			case wire.AgentActivating, wire.AgentDeleting:
 				row.Busy++
 			case wire.AgentFailed:
 				row.Failed++

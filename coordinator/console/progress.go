@@ -43,6 +43,11 @@ func progressOf(a wire.AgentOverview, now time.Time) progress {
 	p := progress{State: a.State, Revision: a.ActiveRevision}
 	w := a.Work
 	if w == nil {
+		// committed active, but the driver has not reported it ready yet:
+		// the state is truthful (activating) and the page keeps listening
+		if a.State == wire.AgentActivating {
+			p.Active, p.Kind, p.Phase = true, wire.WorkActivate, "observing readiness"
+		}
 		return p
 	}
 	p.Active, p.Kind, p.Phase, p.Code = true, w.Kind, w.Phase, w.LastCode

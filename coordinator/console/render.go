@@ -17,7 +17,7 @@ var funcs = template.FuncMap{
 		switch s {
 		case wire.AgentServing:
 			return "ok"
-		case wire.AgentActivating, wire.AgentStopping, wire.AgentDeleting:
+		case wire.AgentActivating, wire.AgentDeleting:
 			return "busy"
 		case wire.AgentDegraded:
 			return "warn"

@@ -14,7 +14,7 @@
     if (!el || !state) { return; }
     el.textContent = state;
     el.setAttribute("data-state", state);
-    var cls = { serving: "ok", activating: "busy", stopping: "busy", deleting: "busy", degraded: "warn", failed: "bad" }[state] || "idle";
+    var cls = { serving: "ok", activating: "busy", deleting: "busy", degraded: "warn", failed: "bad" }[state] || "idle";
     el.className = "badge " + cls;
   }
 
