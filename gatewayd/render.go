@@ -36,12 +36,12 @@ type RenderInput struct {
 	NodeWorkspace   string
 	// Workspace is the embedded Agent workspace the gateway must use
 	// (agents.defaults.workspace); empty leaves the document's.
-	Workspace string
-	AppServerURL    string
-	AppServerToken  string
-	Plugins         []string
-	OpenAIBase      string // offline override of the default OpenAI endpoint
-	AnthropicBase   string
+	Workspace      string
+	AppServerURL   string
+	AppServerToken string
+	Plugins        []string
+	OpenAIBase     string // offline override of the default OpenAI endpoint
+	AnthropicBase  string
 }
 
 // Rendered is the outcome of Render.

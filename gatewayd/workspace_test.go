@@ -42,7 +42,7 @@ func newFakeGateway() *fakeGateway {
 func sum(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 
 func (f *fakeGateway) Done() <-chan struct{} { return f.done }
-func (f *fakeGateway) Close() error           { return nil }
+func (f *fakeGateway) Close() error          { return nil }
 
 func (f *fakeGateway) RequestRaw(_ context.Context, method string, params any) (json.RawMessage, error) {
 	f.mu.Lock()

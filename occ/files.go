@@ -220,7 +220,6 @@ func explainWrite(err error, name, kept string) error {
 		name, err, where)
 }
 
-
 // runEditor runs $VISUAL or $EDITOR (a shell word list, like git) on path
 // with the terminal.
 func (a *app) runEditor(ctx context.Context, path string) error {
