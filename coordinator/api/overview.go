@@ -22,17 +22,28 @@ func (s *server) consoleRoutes(ns, agent string) {
 	s.workspaceRoutes(agent)
 }
 
-// inflight indexes the queued and claimed work by Agent (the newest wins).
-func inflight(m *state.Machine) map[string]state.Work {
-	out := map[string]state.Work{}
+// workIndex is the open (queued or claimed) work of every Agent, indexed
+// once for a whole list: the newest item, and the activate items in
+// creation order (what the observed state reads).
+type workIndex struct {
+	newest   map[string]state.Work
+	activate map[string][]state.Work
+}
+
+func inflight(m *state.Machine) workIndex {
+	ix := workIndex{newest: map[string]state.Work{}, activate: map[string][]state.Work{}}
+	var open []state.Work
 	for _, st := range []string{state.WorkQueued, state.WorkClaimed} {
-		for _, w := range m.WorkItems(state.WorkFilter{State: st}) {
-			if cur, ok := out[w.AgentID]; !ok || w.CreatedAt.After(cur.CreatedAt) {
-				out[w.AgentID] = w
-			}
+		open = append(open, m.WorkItems(state.WorkFilter{State: st})...)
+	}
+	sort.SliceStable(open, func(i, j int) bool { return open[i].CreatedAt.Before(open[j].CreatedAt) })
+	for _, w := range open {
+		ix.newest[w.AgentID] = w
+		if w.Kind == state.WorkActivate {
+			ix.activate[w.AgentID] = append(ix.activate[w.AgentID], w)
 		}
 	}
-	return out
+	return ix
 }
 
 // heldRE reads the engine's failure detail of a held runtime failure:
@@ -50,8 +61,8 @@ func heldOf(detail string) (held, kind, cause string) {
 // overviewOf is the Agent with its observed state (truth.go's agentStatus),
 // revision numbers, in-flight work and the failure it shows: the active
 // revision's held code while it is held, else the latest revision's failure.
-func (s *server) overviewOf(m *state.Machine, a state.Agent, work map[string]state.Work, cfgName string) wire.AgentOverview {
-	o := wire.AgentOverview{Agent: s.agentView(a), Configuration: cfgName}
+func (s *server) overviewOf(m *state.Machine, a state.Agent, work workIndex, cfgName string) wire.AgentOverview {
+	o := wire.AgentOverview{Agent: s.agentViewWith(m, a, agentStatusWith(m, a, work.activate[a.ID])), Configuration: cfgName}
 	if st := o.Agent.Status; st != nil {
 		o.State, o.HeldCode, o.CauseKind, o.CauseDetail = st.State, st.HeldCode, st.CauseKind, st.CauseDetail
 	}
@@ -70,7 +81,7 @@ func (s *server) overviewOf(m *state.Machine, a state.Agent, work map[string]sta
 			}
 		}
 	}
-	if w, busy := work[a.ID]; busy {
+	if w, busy := work.newest[a.ID]; busy {
 		ww := wireWork(w)
 		o.Work, o.Phase = &ww, w.Phase
 	}
