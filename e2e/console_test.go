@@ -208,8 +208,10 @@ func TestConsole(t *testing.T) {
 	start = time.Now()
 	e.mustOcc(t, "agent", "deploy", "web", "--wait", "--timeout", "8m")
 	t.Logf("occ agent deploy --wait (warm redeploy): %s", time.Since(start).Round(100*time.Millisecond))
-	require.Contains(t, e.file(t, "web", "AGENTS.md").Content, marker)
+	// the replacement gateway starts at activation (Recreate): the first
+	// reply waits for it; until then the documents are unavailable, not stale
 	require.Contains(t, e.send(t, "web", "hello after the redeploy"), "["+marker+"]")
+	require.Contains(t, e.file(t, "web", "AGENTS.md").Content, marker)
 	step("edit survived a redeploy")
 
 	// a bad key: an Agent deployed from the console holds
