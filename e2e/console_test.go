@@ -157,6 +157,8 @@ func TestConsole(t *testing.T) {
 	c.do(chromedp.Click(chromedp.ID("deploy")), chromedp.WaitVisible(chromedp.ID("progress-phase")))
 	c.waitJS(`document.getElementById("agent-state").dataset.state === "failed" || `+
 		`document.getElementById("agent-state").dataset.state === "serving" && document.getElementById("active-rev").textContent === "#1"`, 8*time.Minute)
+	// the page reloads itself when the deploy ends: read it settled
+	c.do(chromedp.Navigate(c.base+agentPage("web")), chromedp.WaitVisible(chromedp.ID("revisions")))
 	require.Equal(t, "serving", c.text("#agent-state"), "the deploy failed: %s", c.text("#progress"))
 	t.Logf("click deploy → page shows serving: %s", time.Since(start).Round(100*time.Millisecond))
 	step("deployed in the console")
@@ -220,7 +222,8 @@ func TestConsole(t *testing.T) {
 	e.mustOcc(t, "agent", "create", "web-bad", "--config", "console-cfg", "--auth-method", "api_key", "--auth-ref", "local:bad-key")
 	c.do(chromedp.Navigate(c.base+agentPage("web-bad")), chromedp.Click(chromedp.ID("deploy")))
 	c.waitJS(`document.getElementById("agent-state").dataset.state === "failed"`, 8*time.Minute)
-	c.do(chromedp.Navigate(c.base+agentPage("web-bad")+"/logs"), chromedp.WaitVisible(chromedp.ID("cause")))
+	c.do(chromedp.Navigate(c.base+agentPage("web-bad")+"/logs"), chromedp.WaitVisible(chromedp.ID("cause")),
+		chromedp.WaitVisible(chromedp.ID("held-code")))
 	c.screenshot("logs")
 	require.Equal(t, "AUTHENTICATION_FAILED", c.text("#held-code"))
 	require.Equal(t, "RUNTIME_AUTHENTICATION_FAILED", c.text("#failure-code"))
