@@ -157,10 +157,11 @@ func TestConsole(t *testing.T) {
 	c.do(chromedp.Click(chromedp.ID("deploy")), chromedp.WaitVisible(chromedp.ID("progress-phase")))
 	c.waitJS(`document.getElementById("agent-state").dataset.state === "failed" || `+
 		`document.getElementById("agent-state").dataset.state === "serving" && document.getElementById("active-rev").textContent === "#1"`, 8*time.Minute)
+	clicked := time.Since(start)
 	// the page reloads itself when the deploy ends: read it settled
 	c.do(chromedp.Navigate(c.base+agentPage("web")), chromedp.WaitVisible(chromedp.ID("revisions")))
 	require.Equal(t, "serving", c.text("#agent-state"), "the deploy failed: %s", c.text("#progress"))
-	t.Logf("click deploy → page shows serving: %s", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("click deploy → page shows serving: %s", clicked.Round(100*time.Millisecond))
 	step("deployed in the console")
 	c.do(chromedp.Navigate(c.base+agentPage("web")), chromedp.WaitVisible(chromedp.ID("revisions")))
 	require.Contains(t, c.text("#audit"), wire.AuditActivate, "the audit trail shows the activation")
