@@ -164,10 +164,14 @@ func revisionSummary(m *state.Machine, r state.Revision) wire.RevisionSummary {
 		Version: r.Harness.Version}, Mode: r.Mode, Status: r.Status, FailureCode: r.FailureCode,
 		FailureDetail: r.FailureDetail, ConfigurationGeneration: r.ConfigurationGeneration, CreatedAt: r.CreatedAt}
 	// what the engine recorded of the runtime, else the failure's detail
-	if rt, ok := m.RevisionRuntime(r.ID); ok && rt.HeldCode != "" {
+	rt, ok := m.RevisionRuntime(r.ID)
+	if ok && rt.HeldCode != "" {
 		out.HeldCode, out.CauseKind, out.CauseDetail = rt.HeldCode, rt.CauseKind, rt.CauseDetail
 	} else {
 		out.HeldCode, out.CauseKind, out.CauseDetail = heldOf(r.FailureDetail)
+	}
+	if ok {
+		out.Credential, out.Diagnostics = rt.Credential, rt.Diagnostics
 	}
 	return out
 }

@@ -70,6 +70,9 @@ func (c *Console) logsPage(w http.ResponseWriter, r *http.Request, s *session) e
 				return errSessionGone
 			}
 			v.LogsError = "No runtime log is available for this revision."
+			if v.Revision.Credential == "rejected" {
+				v.LogsError = "No runtime started: the credential check rejected the key before cutover (its diagnostics are above)."
+			}
 			if errors.As(err, &ce) && ce.Status != http.StatusNotFound {
 				v.LogsError = "The runtime log could not be read: " + string(ce.Code)
 			}

@@ -43,6 +43,11 @@ type RevisionSummary struct {
 	HeldCode      string          `json:"heldCode,omitempty"`
 	CauseKind     string          `json:"causeKind,omitempty"`
 	CauseDetail   string          `json:"causeDetail,omitempty"`
+	// Credential is the pre-cutover credential check's outcome (passed,
+	// rejected, skipped) and Diagnostics its closed-set 401/403 facts
+	// (providerCode, bodyShape, …; seed 001).
+	Credential  string            `json:"credential,omitempty"`
+	Diagnostics map[string]string `json:"diagnostics,omitempty"`
 	// ConfigurationGeneration is the Configuration generation it froze.
 	ConfigurationGeneration int64     `json:"configurationGeneration"`
 	CreatedAt               time.Time `json:"createdAt"`
