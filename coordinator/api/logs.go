@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/coordinator/state"
 )
 
@@ -38,7 +39,7 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request) error {
 		}
 		opts.Tail = n
 	}
-	_, a, err := s.agent(r)
+	_, a, err := s.agentFor(r, iam.ViewAgent)
 	if err != nil {
 		return err
 	}

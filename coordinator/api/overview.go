@@ -7,8 +7,28 @@ import (
 	"sort"
 
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/coordinator/state"
 )
+
+// The console's routes and the actions they authorize first (routeActions).
+func init() {
+	const ns, agent = "/v1/namespaces/{ns}", "/v1/namespaces/{ns}/agents/{agent}"
+	for route, act := range map[string]iam.Action{
+		"GET " + ns + "/overview":           iam.ViewAgent,
+		"GET " + agent + "/overview":        iam.ViewAgent,
+		"GET " + agent + "/logs":            iam.ViewAgent,
+		"GET " + agent + "/files":           iam.ViewAgent,
+		"GET " + agent + "/files/{name}":    iam.ViewAgent,
+		"GET " + agent + "/files/{path...}": iam.ViewAgent,
+		// writing an Agent's workspace documents changes what its next turn
+		// does: those who may update the Agent may
+		"PUT " + agent + "/files/{name}":    iam.UpdateAgent,
+		"PUT " + agent + "/files/{path...}": iam.UpdateAgent,
+	} {
+		routeActions[route] = act
+	}
+}
 
 // Overviews: what the console's lists and Agent page show, in one request
 // each — the Agents with a derived state, revision numbers, the phase of
@@ -99,7 +119,13 @@ func (s *server) namespaceOverview(w http.ResponseWriter, r *http.Request) error
 		cfgs[c.ID] = c.Name
 	}
 	work := inflight(m)
-	agents := m.Agents(ns.ID)
+	visible := s.agentVisibility(r)
+	var agents []state.Agent
+	for _, a := range m.Agents(ns.ID) {
+		if visible(a.ID) {
+			agents = append(agents, a)
+		}
+	}
 	sort.Slice(agents, func(i, j int) bool { return agents[i].Name < agents[j].Name })
 	out := wire.NamespaceOverview{Namespace: wireNamespace(ns), Agents: make([]wire.AgentOverview, 0, len(agents))}
 	for _, a := range agents {
@@ -110,7 +136,7 @@ func (s *server) namespaceOverview(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *server) agentOverview(w http.ResponseWriter, r *http.Request) error {
-	_, a, err := s.agent(r)
+	_, a, err := s.agentFor(r, iam.ViewAgent)
 	if err != nil {
 		return err
 	}

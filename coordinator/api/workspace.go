@@ -8,6 +8,7 @@ import (
 
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
 	"oce.dev/oce/shared/contract"
@@ -30,6 +31,13 @@ func (s *server) workspaceRoutes(agent string) {
 	s.read("PUT "+agent+"/files/{name}", s.putFile)
 	// a path of several segments is not a document name
 	notName := func(w http.ResponseWriter, r *http.Request) error {
+		act := iam.ViewAgent
+		if r.Method == http.MethodPut {
+			act = iam.UpdateAgent
+		}
+		if _, _, err := s.agentFor(r, act); err != nil {
+			return err
+		}
 		return docInvalid(contract.ReasonDocumentPath, "a document is named, never a path: "+docList())
 	}
 	s.read("GET "+agent+"/files/{path...}", notName)
@@ -49,7 +57,11 @@ func docInvalid(reason, msg string) *Error {
 // servingRevision is the Agent's active revision and a driver that can
 // call its Gateway.
 func (s *server) servingRevision(r *http.Request) (state.Revision, compute.GatewayCaller, error) {
-	_, a, err := s.agent(r)
+	act := iam.ViewAgent
+	if r.Method == http.MethodPut {
+		act = iam.UpdateAgent
+	}
+	_, a, err := s.agentFor(r, act)
 	if err != nil {
 		return state.Revision{}, nil, err
 	}
