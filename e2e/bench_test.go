@@ -177,7 +177,9 @@ func BenchmarkWorkspaceSave(b *testing.B) {
 	e.mustOcc(b, "agent", "deploy", "ws-codex", "--wait", "--timeout", "8m")
 	tok, err := os.ReadFile(filepath.Join(e.devDir(), "coordinator", "token"))
 	require.NoError(b, err)
-	cl := client.New("http://"+e.addr, strings.TrimSpace(string(tok)))
+	pool, err := client.LoadCA(filepath.Join(e.devDir(), "coordinator", "tls", "ca.crt"))
+	require.NoError(b, err)
+	cl := client.New("https://"+e.addr, strings.TrimSpace(string(tok)), client.WithCA(pool))
 	ctx := context.Background()
 	// the first call after activation may wait for the gateway to accept
 	// operator connections; warm both up

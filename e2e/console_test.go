@@ -33,10 +33,12 @@ func (e *env) console(t testing.TB) *consoleSession {
 	t.Helper()
 	tok, err := os.ReadFile(filepath.Join(e.devDir(), "coordinator", "token"))
 	require.NoError(t, err)
-	b, err := browser.Start(context.Background())
+	// the dev coordinator serves TLS from its own dev CA, which this fresh
+	// browser profile does not know: accept it (loopback only)
+	b, err := browser.Start(context.Background(), chromedp.Flag("ignore-certificate-errors", true))
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
-	c := &consoleSession{t: t, b: b, base: "http://" + e.addr, shot: screenshotDir(t)}
+	c := &consoleSession{t: t, b: b, base: "https://" + e.addr, shot: screenshotDir(t)}
 	c.do(chromedp.Navigate(c.base+"/console/"), chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), strings.TrimSpace(string(tok))),
 		chromedp.Submit(chromedp.ID("login-form")), chromedp.WaitVisible(chromedp.ID("namespaces")))

@@ -113,8 +113,8 @@ type Browser struct {
 }
 
 // Start launches Chromium (Ensure first) with a fresh profile in a
-// temporary directory and opens one tab.
-func Start(ctx context.Context) (*Browser, error) {
+// temporary directory and opens one tab; extra options follow Flags.
+func Start(ctx context.Context, extra ...chromedp.ExecAllocatorOption) (*Browser, error) {
 	bin, err := Ensure(ctx)
 	if err != nil {
 		return nil, err
@@ -124,6 +124,7 @@ func Start(ctx context.Context) (*Browser, error) {
 		return nil, err
 	}
 	opts := append([]chromedp.ExecAllocatorOption{chromedp.ExecPath(bin)}, Flags(filepath.Join(dir, "profile"))...)
+	opts = append(opts, extra...)
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
 	tctx, tcancel := chromedp.NewContext(actx)
 	b := &Browser{Ctx: tctx, cancel: []context.CancelFunc{tcancel, acancel}, dir: dir}
