@@ -234,7 +234,7 @@ func applyAdmitRevision(d *data, c Command, p AdmitRevision) (any, error) {
 	d.addRevision(r)
 	d.putWork(w)
 	d.appendAudit(c.Time, c.Actor, AuditDeploy, a, r.ID, map[string]string{"number": strconv.FormatInt(r.Number, 10), "workId": w.ID})
-	return cloneRevision(r), nil
+	return Admitted{Revision: cloneRevision(r), WorkID: w.ID}, nil
 }
 
 func applyRequestStop(d *data, c Command, p RequestStop) (any, error) {
