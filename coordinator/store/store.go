@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -101,10 +102,22 @@ type Store struct {
 
 	raft  *raft.Raft
 	fsm   *fsm
+	logs  raft.LogStore
 	trans *raft.NetworkTransport
-	bolt  *raftboltdb.BoltStore
-	gate  *gatedStable
-	snaps *raft.FileSnapshotStore
+	watch *commitWatch
+	// bootLast and bootTerm name the last command entry on disk at Open:
+	// until the state has applied it (or the leader replaced it), the
+	// member is replaying its log and serves no reads (reads.go).
+	bootLast, bootTerm uint64
+	replayed           atomic.Bool
+	// heartbeat is the Raft heartbeat timeout: how fresh the leader's
+	// commit index must be for readiness.
+	heartbeat time.Duration
+	// leaderTerm is the term whose leader barrier completed on this node.
+	leaderTerm atomic.Uint64
+	bolt       *raftboltdb.BoltStore
+	gate       *gatedStable
+	snaps      *raft.FileSnapshotStore
 
 	stats stats
 
@@ -149,6 +162,7 @@ func Open(cfg Config) (_ *Store, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: log cache: %w", err)
 	}
+	s.logs = logs
 	s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, DefaultSnapshotRetain, hl.Named("snapshots"))
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot store: %w", err)
@@ -162,14 +176,17 @@ func Open(cfg Config) (_ *Store, retErr error) {
 	})
 
 	rc := raftConfig(cfg, hl)
+	s.heartbeat = rc.HeartbeatTimeout
 	existing, err := raft.HasExistingState(logs, s.gate, s.snaps)
 	if err != nil {
 		return nil, fmt.Errorf("store: inspect state: %w", err)
 	}
-	s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.gate, s.snaps, s.trans)
+	s.watch = newCommitWatch(s.trans)
+	s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.gate, s.snaps, s.watch)
 	if err != nil {
 		return nil, fmt.Errorf("store: start raft: %w", err)
 	}
+	s.bootLast, s.bootTerm = s.lastCommand(s.raft.LastIndex())
 	if cfg.Bootstrap && !existing {
 		f := s.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 			ID: raft.ServerID(cfg.NodeID), Address: s.trans.LocalAddr(), Suffrage: raft.Voter,
@@ -246,6 +263,9 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closeResources() {
+	if s.watch != nil {
+		s.watch.close()
+	}
 	if s.trans != nil {
 		_ = s.trans.Close()
 		s.trans.CloseStreams()
