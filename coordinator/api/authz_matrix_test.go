@@ -149,6 +149,7 @@ func matrixRows() map[string]matrixRow {
 				}
 			}},
 		"GET /v1/installation": {path: "/v1/installation", allowed: everyone, ok: 200},
+		"GET /v1/index":        {path: "/v1/index", allowed: everyone, ok: 200},
 		"GET /v1/status": {path: "/v1/status", allowed: everyone, ok: 200,
 			check: func(t *testing.T, caller string, body []byte) {
 				var st map[string]any

@@ -34,13 +34,13 @@ func (s *server) registerRoutes() {
 	m.HandleFunc("GET /livez", s.livez)
 	m.HandleFunc("GET /readyz", s.readyz)
 	m.HandleFunc("GET /v1/auth", s.authConfig)
-	s.read("GET /metrics", func(w http.ResponseWriter, r *http.Request) error {
+	s.readWith("GET /metrics", func(w http.ResponseWriter, r *http.Request) error {
 		if err := s.allow(r, iam.ViewMetrics, iam.ClusterRes(), ""); err != nil {
 			return err
 		}
 		s.metricsHandler.ServeHTTP(w, r)
 		return nil
-	})
+	}, readOpts{ungated: true, streamed: true})
 
 	s.read("GET /v1/namespaces", s.listNamespaces)
 	s.write("POST /v1/namespaces", s.createNamespace)
@@ -70,13 +70,14 @@ func (s *server) registerRoutes() {
 	s.read("GET /v1/audit", s.listAudit)
 	s.read("GET /v1/installation", s.installation)
 	s.read("GET /v1/status", s.status)
+	s.read("GET /v1/index", s.index)
 
-	s.read("GET /v1/cluster", s.cluster)
-	s.write("POST /v1/cluster/join", s.clusterJoin)
-	s.write("POST /v1/cluster/remove", s.clusterRemove)
-	s.write("POST /v1/cluster/transfer", s.clusterTransfer)
-	s.read("GET /v1/cluster/snapshot", s.clusterSnapshot)
-	s.write("POST /v1/cluster/restore", s.clusterRestore)
+	s.readWith("GET /v1/cluster", s.cluster, readOpts{ungated: true})
+	s.admin("POST /v1/cluster/join", s.clusterJoin)
+	s.admin("POST /v1/cluster/remove", s.clusterRemove)
+	s.admin("POST /v1/cluster/transfer", s.clusterTransfer)
+	s.readWith("GET /v1/cluster/snapshot", s.clusterSnapshot, readOpts{ungated: true, streamed: true})
+	s.admin("POST /v1/cluster/restore", s.clusterRestore)
 
 	s.identityRoutes()
 
@@ -96,14 +97,32 @@ func (s *server) register(pattern string) {
 	}
 }
 
-// read registers a route any node serves from its local state.
+// read registers a route any node serves from its local state, under the
+// read modes of consistency.go.
 func (s *server) read(pattern string, h handlerFunc) {
-	s.register(pattern)
-	s.mux.Handle(pattern, s.authed(s.wrap(pattern, h)))
+	s.readWith(pattern, h, readOpts{})
 }
 
-// write registers a route that only the leader executes.
+func (s *server) readWith(pattern string, h handlerFunc, o readOpts) {
+	s.register(pattern)
+	s.mux.Handle(pattern, s.authed(s.wrap(pattern, s.consistent(h, o))))
+}
+
+// write registers a state write: only the leader executes it, recording its
+// Idempotency-Key (idempotency.go).
 func (s *server) write(pattern string, h handlerFunc) {
+	s.leaderOnly(pattern, s.keyed(h))
+}
+
+// admin registers a cluster administration route: leader only; its effects
+// are not state entries, so a key is not recorded (they are idempotent by
+// design: a repeated join, removal or restore ends in the same state).
+func (s *server) admin(pattern string, h handlerFunc) {
+	s.leaderOnly(pattern, h)
+}
+
+// leaderOnly registers a route that only the leader executes.
+func (s *server) leaderOnly(pattern string, h handlerFunc) {
 	s.register(pattern)
 	inner := s.wrap(pattern, h)
 	s.mux.Handle(pattern, s.authed(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
