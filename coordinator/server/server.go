@@ -150,6 +150,7 @@ func (b backend) Driver() compute.Driver { return b.driver }
 var (
 	_ api.Backend     = backend{}
 	_ api.Readier     = backend{}
+	_ api.Positions   = backend{}
 	_ engine.Proposer = (*store.Store)(nil)
 )
 

@@ -1,0 +1,197 @@
+package clustertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/client"
+)
+
+// BenchmarkDeployAcrossLeaderKill: four clients deploy distinct Agents one
+// after another through whichever member answers, each waiting until its
+// revision's work completes, while the leader is SIGKILLed at a moment its
+// engine holds a claim. The metric is
+// deploy request → activation completed for every deploy started from one
+// second before the kill until three seconds after it: those in flight at the
+// kill (their work possibly claimed by the dead leader's engine) and those
+// sent while the cluster elects a new leader.
+func BenchmarkDeployAcrossLeaderKill(b *testing.B) {
+	const (
+		rounds  = 3
+		clients = 4
+		agents  = 64
+		before  = time.Second
+		after   = 3 * time.Second
+	)
+	c := startCluster(b, clusterOpts{size: 3, ipBase: 150})
+	ctx := context.Background()
+	names := c.setupWorkload(ctx, b, agents)
+	var window, all []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		for range rounds {
+			leader := c.waitMembers(c.Nodes)
+			c.converged(c.Nodes)
+			var (
+				mu      sync.Mutex
+				samples []deploySample
+				done    atomic.Int64
+				stop    = make(chan struct{})
+				wg      sync.WaitGroup
+				failed  atomic.Bool
+				errs    = make(chan error, clients)
+			)
+			for k := range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := k; ; i += clients {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						start := time.Now()
+						if err := c.deployAndWait(ctx, names[i%agents]); err != nil {
+							failed.Store(true)
+							errs <- err
+							return
+						}
+						mu.Lock()
+						samples = append(samples, deploySample{start: start, took: time.Since(start)})
+						mu.Unlock()
+						done.Add(1)
+					}
+				}()
+			}
+			// Steady state first, then the kill at a moment the leader's
+			// engine holds a claim; the round ends once deploys started well
+			// after the kill have completed.
+			require.Eventually(b, func() bool { return done.Load() >= 20 || failed.Load() }, clusterWait, time.Millisecond)
+			lcl := c.client(leader)
+			require.Eventually(b, func() bool {
+				ws, err := lcl.Work(ctx, client.WorkFilter{State: wire.WorkClaimed})
+				return (err == nil && len(ws) > 0) || failed.Load()
+			}, clusterWait, time.Millisecond)
+			kill := time.Now()
+			leader.kill()
+			require.Eventually(b, func() bool {
+				if failed.Load() {
+					return true
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for _, s := range samples {
+					if s.start.After(kill.Add(after)) {
+						return true
+					}
+				}
+				return false
+			}, clusterWait, time.Millisecond)
+			close(stop)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+			for _, s := range samples {
+				all = append(all, s.took)
+				if s.start.After(kill.Add(-before)) && s.start.Before(kill.Add(after)) {
+					window = append(window, s.took)
+				}
+			}
+			b.StopTimer()
+			c.start(leader)
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(percentile(window, 0.50)), "window-p50-ms")
+	b.ReportMetric(ms(percentile(window, 0.99)), "window-p99-ms")
+	b.ReportMetric(ms(slices.Max(window)), "window-max-ms")
+	b.ReportMetric(float64(len(window)), "window-deploys")
+	b.ReportMetric(ms(percentile(all, 0.50)), "all-p50-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+type deploySample struct {
+	start time.Time
+	took  time.Duration
+}
+
+// deployAndWait deploys one Agent through any running member and waits until
+// its activate work completes, reading through any running member.
+func (c *cluster) deployAndWait(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, clusterWait)
+	defer cancel()
+	var res wire.DeployResult
+	if err := c.anyMember(ctx, func(ctx context.Context, cl *client.Client) error {
+		var err error
+		res, err = cl.Deploy(ctx, workloadNS, name, wire.Deploy{})
+		return err
+	}); err != nil {
+		return fmt.Errorf("deploy %s: %w", name, err)
+	}
+	for {
+		var w wire.Work
+		err := c.anyMember(ctx, func(ctx context.Context, cl *client.Client) error {
+			var err error
+			w, err = cl.WorkItem(ctx, res.WorkID)
+			return err
+		})
+		switch {
+		case err != nil:
+			return fmt.Errorf("work of %s: %w", name, err)
+		case w.State == wire.WorkCompleted:
+			return nil
+		case w.State == wire.WorkFailed:
+			return fmt.Errorf("work of %s failed: %s", name, w.LastCode)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// anyMember runs f against the running members in turn, with short request
+// timeouts and no pause between members, until it succeeds or a 4xx other
+// than NOT_LEADER / NOT_FOUND answers (a member that has not yet applied the
+// deploy answers NOT_FOUND for its work).
+func (c *cluster) anyMember(ctx context.Context, f func(context.Context, *client.Client) error) error {
+	var last error
+	for i := 0; ctx.Err() == nil; i++ {
+		n := c.Nodes[i%len(c.Nodes)]
+		if !n.running() {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := f(rctx, c.client(n))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		var ae *client.Error
+		if errors.As(err, &ae) && ae.Status/100 == 4 && ae.Status != 404 && !errors.Is(err, client.ErrNotLeader) {
+			return err
+		}
+		last = err
+		if i%len(c.Nodes) == len(c.Nodes)-1 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	return fmt.Errorf("no member answered: %w (last: %v)", ctx.Err(), last)
+}
