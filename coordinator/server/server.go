@@ -94,8 +94,10 @@ type Config struct {
 	Authorization string
 	// OIDC, when Issuer is set, accepts bearer JWTs from that issuer.
 	OIDC authn.OIDCConfig
-	// Timeouts are the Raft timings (hashicorp/raft defaults when zero).
+	// Timeouts are the Raft timings (the store's defaults when zero).
 	Timeouts store.Timeouts
+	// DisablePreVote turns Raft's pre-vote off (comparisons only).
+	DisablePreVote bool
 	// Engine tunes the activation engine (its defaults when zero); Owner is
 	// always the node id.
 	Engine engine.Config
@@ -286,7 +288,8 @@ func (n *node) openDriver(context.Context) error {
 func (n *node) openStore(context.Context) error {
 	st, err := store.Open(store.Config{
 		NodeID: n.id, DataDir: n.cfg.DataDir, RaftBind: n.cfg.RaftAddr, RaftAdvertise: n.cfg.RaftAdvertise,
-		HTTPAddr: n.httpAdv, Bootstrap: n.cfg.Join == "", Timeouts: n.cfg.Timeouts, Clock: n.cfg.Clock, Log: n.log,
+		HTTPAddr: n.httpAdv, Bootstrap: n.cfg.Join == "", Timeouts: n.cfg.Timeouts,
+		DisablePreVote: n.cfg.DisablePreVote, Clock: n.cfg.Clock, Log: n.log,
 		OnLeader: func(ctx context.Context, s *store.Store) { runEngine(ctx, n.cfg, s, n.driver, n.log) },
 		RaftTLS:  n.raftTLS(),
 	})

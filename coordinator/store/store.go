@@ -75,6 +75,9 @@ type Config struct {
 	Bootstrap bool
 	// Timeouts are the Raft timings.
 	Timeouts Timeouts
+	// DisablePreVote turns hashicorp/raft's pre-vote off (it is on by
+	// default): only for comparisons, see docs/PERFORMANCE.md.
+	DisablePreVote bool
 	// SnapshotThreshold, SnapshotInterval and TrailingLogs tune snapshots;
 	// zero means the defaults above.
 	SnapshotThreshold uint64
@@ -207,19 +210,17 @@ func raftConfig(cfg Config, hl hclog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.Logger = hl
+	def := func(v, d time.Duration) time.Duration {
+		if v > 0 {
+			return v
+		}
+		return d
+	}
 	t := cfg.Timeouts
-	if t.Heartbeat > 0 {
-		rc.HeartbeatTimeout = t.Heartbeat
-	}
-	if t.Election > 0 {
-		rc.ElectionTimeout = t.Election
-	}
-	if t.LeaderLease > 0 {
-		rc.LeaderLeaseTimeout = t.LeaderLease
-	}
-	if t.Commit > 0 {
-		rc.CommitTimeout = t.Commit
-	}
+	rc.HeartbeatTimeout = def(t.Heartbeat, DefaultHeartbeatTimeout)
+	rc.ElectionTimeout = def(t.Election, DefaultElectionTimeout)
+	rc.LeaderLeaseTimeout = def(t.LeaderLease, DefaultLeaderLeaseTimeout)
+	rc.CommitTimeout = def(t.Commit, DefaultCommitTimeout)
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
 	}
@@ -229,6 +230,7 @@ func raftConfig(cfg Config, hl hclog.Logger) *raft.Config {
 	if cfg.TrailingLogs > 0 {
 		rc.TrailingLogs = cfg.TrailingLogs
 	}
+	rc.PreVoteDisabled = cfg.DisablePreVote
 	return rc
 }
 
