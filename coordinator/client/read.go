@@ -31,9 +31,10 @@ type Retry struct {
 	Base, Max time.Duration
 }
 
-// DefaultRetry rides out a leader election (about a second) and a lost
-// answer; a call's context bounds it as well.
-var DefaultRetry = Retry{Attempts: 8, Base: 50 * time.Millisecond, Max: time.Second}
+// DefaultRetry rides out a leader election (under a second with the default
+// timings) and a lost answer, adding at most 250 ms to a call once the
+// cluster answers again; a call's context bounds it as well.
+var DefaultRetry = Retry{Attempts: 10, Base: 25 * time.Millisecond, Max: 250 * time.Millisecond}
 
 func (r Retry) delay(attempt int) time.Duration {
 	d := r.Base
