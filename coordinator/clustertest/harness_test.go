@@ -58,6 +58,8 @@ type node struct {
 	RaftBind  string
 	RaftAdv   string // the proxy's address when proxied, else RaftBind
 	HTTPAddr  string
+	HTTPAdv   string // the HTTP proxy's address when proxied: what members are told
+	HTTPProxy *Proxy
 	Join      string
 	LogPath   string
 	Proxy     *Proxy
@@ -98,9 +100,12 @@ func freePort(t testing.TB, ip string) string {
 type clusterOpts struct {
 	insecure bool // plain HTTP and Raft (--insecure) instead of TLS
 	size     int
-	proxied  bool     // a cuttable proxy in front of every Raft port
-	args     []string // extra coordinator flags
-	ipBase   int      // members use 127.0.0.<ipBase+i>
+	proxied  bool // a cuttable proxy in front of every Raft port
+	// httpProxied puts a proxy in front of every HTTP port and advertises
+	// it: followers forward writes to the leader through it.
+	httpProxied bool
+	args        []string // extra coordinator flags
+	ipBase      int      // members use 127.0.0.<ipBase+i>
 }
 
 // startCluster starts size members: the first bootstraps, the others join
@@ -129,6 +134,13 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 			t.Cleanup(func() { _ = p.Close() })
 			n.Proxy = p
 			n.RaftAdv = p.Addr()
+		}
+		if o.httpProxied {
+			p, err := NewProxy(net.JoinHostPort(ip, "0"), n.HTTPAddr)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
+			n.HTTPProxy = p
+			n.HTTPAdv = p.Addr()
 		}
 		if i > 1 {
 			n.Join = c.Nodes[0].HTTPAddr
@@ -171,6 +183,9 @@ func (c *cluster) start(n *node) {
 	} else {
 		args = append(args, "--tls-ca", filepath.Join(c.pki, "ca.crt"), "--tls-cert", filepath.Join(c.pki, n.ID+".crt"),
 			"--tls-key", filepath.Join(c.pki, n.ID+".key"))
+	}
+	if n.HTTPAdv != "" {
+		args = append(args, "--http-advertise", n.HTTPAdv)
 	}
 	args = append(args, n.extraArgs...)
 	logf, err := os.OpenFile(n.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -272,6 +287,14 @@ func makePKI(t testing.TB, dir string, size, ipBase int) *x509.CertPool {
 	pool, err := certs.LoadPool(filepath.Join(dir, "ca.crt"))
 	require.NoError(t, err)
 	return pool
+}
+
+// probe is a client that sends each call once: the benchmarks retry
+// themselves, every few milliseconds and across members, so what they
+// measure is the cluster, not the client's backoff.
+func (c *cluster) probe(n *node) *client.Client {
+	return client.New(n.HTTPAddr, c.Token, client.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}),
+		client.WithRetry(client.Retry{}))
 }
 
 // waitLeader waits until every running node among ns names the same leader,

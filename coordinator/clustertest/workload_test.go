@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -211,3 +212,5 @@ func (s snapshotOf) checkInvariants(t testing.TB, wantAgents int) {
 		require.Equal(t, 1, n, "revision %s activated %d times", rev, n)
 	}
 }
+
+func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
