@@ -25,6 +25,12 @@ import (
 // kill (their work possibly claimed by the dead leader's engine) and those
 // sent while the cluster elects a new leader.
 func BenchmarkDeployAcrossLeaderKill(b *testing.B) {
+	for _, tc := range timingVariants {
+		b.Run(tc.name, func(b *testing.B) { benchDeployAcrossKill(b, tc.args) })
+	}
+}
+
+func benchDeployAcrossKill(b *testing.B, args []string) {
 	const (
 		rounds  = 3
 		clients = 4
@@ -32,7 +38,7 @@ func BenchmarkDeployAcrossLeaderKill(b *testing.B) {
 		before  = time.Second
 		after   = 3 * time.Second
 	)
-	c := startCluster(b, clusterOpts{size: 3, ipBase: 150})
+	c := startCluster(b, clusterOpts{size: 3, ipBase: 150, args: args})
 	ctx := context.Background()
 	names := c.setupWorkload(ctx, b, agents)
 	var window, all []time.Duration
@@ -176,7 +182,7 @@ func (c *cluster) anyMember(ctx context.Context, f func(context.Context, *client
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := f(rctx, c.client(n))
+		err := f(rctx, c.probe(n))
 		cancel()
 		if err == nil {
 			return nil
@@ -194,4 +200,80 @@ func (c *cluster) anyMember(ctx context.Context, f func(context.Context, *client
 		}
 	}
 	return fmt.Errorf("no member answered: %w (last: %v)", ctx.Err(), last)
+}
+
+// timingVariants are the Raft timings the failover benchmarks compare:
+// the binary's defaults and explicit heartbeat = election timeouts with the
+// leader lease at half of them (hashicorp/raft's own defaults are 1s).
+var timingVariants = []struct {
+	name string
+	args []string
+}{
+	{"timeouts=default", nil},
+	{"heartbeat=1s", timings("1s", "500ms")},
+	{"heartbeat=500ms", timings("500ms", "250ms")},
+	{"heartbeat=400ms", timings("400ms", "200ms")},
+	{"heartbeat=300ms", timings("300ms", "150ms")},
+}
+
+func timings(hb, lease string) []string {
+	return []string{"--raft-heartbeat-timeout", hb, "--raft-election-timeout", hb, "--raft-leader-lease-timeout", lease}
+}
+
+// BenchmarkLeaderFailover: SIGKILL the leader, then deploy through the
+// survivors until one accepts; the time from the kill until that deploy's
+// activation completes. The killed node is restarted between rounds.
+func BenchmarkLeaderFailover(b *testing.B) {
+	for _, tc := range timingVariants {
+		b.Run(tc.name, func(b *testing.B) { benchFailover(b, tc.args) })
+	}
+}
+
+func benchFailover(b *testing.B, args []string) {
+	const rounds = 5
+	c := startCluster(b, clusterOpts{size: 3, ipBase: 100, args: args})
+	ctx := context.Background()
+	names := c.setupWorkload(ctx, b, rounds*b.N+1)
+	var took []time.Duration
+	b.ResetTimer()
+	i := 0
+	for range b.N {
+		for range rounds {
+			leader := c.waitMembers(c.Nodes)
+			name := names[i]
+			i++
+			start := time.Now()
+			leader.kill()
+			var res wire.DeployResult
+			var via *client.Client
+			require.Eventually(b, func() bool {
+				for _, n := range c.Nodes {
+					if n == leader {
+						continue
+					}
+					cl := c.probe(n)
+					rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+					r, err := cl.Deploy(rctx, workloadNS, name, wire.Deploy{})
+					cancel()
+					if err == nil {
+						res, via = r, cl
+						return true
+					}
+				}
+				return false
+			}, clusterWait, 5*time.Millisecond)
+			wctx, cancel := context.WithTimeout(ctx, clusterWait)
+			_, err := waitWork(wctx, via, res.WorkID)
+			cancel()
+			require.NoError(b, err)
+			took = append(took, time.Since(start))
+			b.StopTimer()
+			c.start(leader)
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(percentile(took, 0.5)), "p50-ms")
+	b.ReportMetric(ms(slices.Max(took)), "max-ms")
+	b.ReportMetric(0, "ns/op")
 }
