@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin
 TEST_TIMEOUT ?= 45m
 
-.PHONY: help build test test-short bench lint fuzz runtimes k8s-testenv images chromium screenshots demo clean
+.PHONY: help build test test-short bench chaos lint fuzz runtimes k8s-testenv images chromium screenshots demo clean
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -35,6 +35,9 @@ test-short: ## unit tests only (no real runtimes)
 
 bench: runtimes k8s-testenv images chromium ## run the benchmarks that docs/PERFORMANCE.md reports
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
+
+chaos: ## long history-checked chaos run of 3 coordinators (CHAOS_DURATION, default 10m; CHAOS_SEED=N replays a run)
+	CHAOS_DURATION=$${CHAOS_DURATION:-10m} $(GO) test -count=1 -v -run '^TestChaos$$' -timeout $${CHAOS_TIMEOUT:-90m} ./coordinator/clustertest/
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
