@@ -25,6 +25,9 @@ type commitWatch struct {
 	term   uint64
 	commit uint64
 	at     time.Time
+	// verified is the term whose leader's figure has been seen to be
+	// authoritative (see Store.LeaderCommit).
+	verified uint64
 }
 
 func newCommitWatch(t *raft.NetworkTransport) *commitWatch {
@@ -71,15 +74,24 @@ func (w *commitWatch) observe(term, commit uint64) {
 	w.at = time.Now()
 }
 
-// leaderCommit returns the highest commit index a leader of term announced
-// and when it was last heard (zero when none of that term was).
-func (w *commitWatch) leaderCommit(term uint64) (uint64, time.Time) {
+// leaderCommit returns the highest commit index a leader of term announced,
+// when it was last heard (zero when none of that term was) and whether the
+// term's figure was verified.
+func (w *commitWatch) leaderCommit(term uint64) (uint64, time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.term != term {
-		return 0, time.Time{}
+		return 0, time.Time{}, false
 	}
-	return w.commit, w.at
+	return w.commit, w.at, w.verified == term
+}
+
+// verify records that the leader of term has committed an entry of its own
+// term: its announcements are authoritative from now on.
+func (w *commitWatch) verify(term uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.verified = max(w.verified, term)
 }
 
 // close stops the relay; raft must be shut down first.

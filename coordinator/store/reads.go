@@ -91,20 +91,34 @@ func (s *Store) WaitIndexChange(ctx context.Context, n uint64) uint64 {
 }
 
 // LeaderCommit is the commit index of the cluster as this member knows it:
-// its own on a leader that has committed an entry of its term (before that
-// its figure is a follower's), else the one the current term's leader
-// announced within the last heartbeat timeout. ok is false when there is
-// none.
+// its own on a leader that has committed an entry of its term, else the one
+// the current term's leader announced within the last heartbeat timeout —
+// once that figure is authoritative. ok is false when there is none.
+//
+// A new leader announces the commit index it had as a follower (zero right
+// after its own restart) until the first entry of its term commits, so a
+// follower trusts a figure only once the entry at that index is of the
+// announcing leader's term (hashicorp/raft advances a leader's commit index
+// only to entries of its own term); a follower that does not hold that
+// entry yet is behind anyway.
 func (s *Store) LeaderCommit() (uint64, bool) {
+	term := s.raft.CurrentTerm()
 	if s.raft.State() == raft.Leader {
-		if s.leaderTerm.Load() != s.raft.CurrentTerm() {
+		if s.leaderTerm.Load() != term {
 			return 0, false
 		}
 		return s.raft.CommitIndex(), true
 	}
-	c, at := s.watch.leaderCommit(s.raft.CurrentTerm())
+	c, at, verified := s.watch.leaderCommit(term)
 	if at.IsZero() || time.Since(at) > s.heartbeat || s.LeaderID() == "" {
 		return 0, false
+	}
+	if !verified {
+		var l raft.Log
+		if err := s.logs.GetLog(c, &l); err != nil || l.Term != term {
+			return 0, false
+		}
+		s.watch.verify(term)
 	}
 	return c, true
 }
@@ -114,18 +128,16 @@ func (s *Store) LeaderCommit() (uint64, bool) {
 // the entries after it only as it learns their commit from a leader): its
 // state is older than what it already acknowledged, so it must not serve
 // reads — a lookup could answer "not found" for what exists. Replay ends
-// when the last command on disk at start is applied, or when the leader
-// replaced it (an uncommitted tail of a crashed leader).
+// when the last command on disk at start is applied, or everything the
+// leader authoritatively reports committed is (an uncommitted tail of a
+// crashed leader is replaced, never applied).
 func (s *Store) Replaying() bool {
 	if s.replayed.Load() {
 		return false
 	}
-	if s.AppliedIndex() >= s.bootLast {
-		s.replayed.Store(true)
-		return false
-	}
-	var l raft.Log
-	if err := s.logs.GetLog(s.bootLast, &l); err != nil || l.Term != s.bootTerm {
+	applied := s.AppliedIndex()
+	c, ok := s.LeaderCommit()
+	if applied >= s.bootLast || (ok && applied >= c) {
 		s.replayed.Store(true)
 		return false
 	}
