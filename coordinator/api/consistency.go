@@ -67,6 +67,8 @@ type Positions interface {
 	Fresh() error
 }
 
+type readModeKey struct{}
+
 // readMode is what a read asked for.
 type readMode struct {
 	consistent, stale bool
@@ -173,6 +175,7 @@ func (s *server) consistent(h handlerFunc, o readOpts) handlerFunc {
 		if err != nil {
 			return err
 		}
+		r = r.WithContext(context.WithValue(r.Context(), readModeKey{}, m))
 		pos, ok := s.b.(Positions)
 		if !ok {
 			return h(w, r)

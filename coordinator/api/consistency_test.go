@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"errors"
 	"net/http/httptest"
 	"strconv"
@@ -149,4 +150,43 @@ func TestConsistentReadOnFollower(t *testing.T) {
 	require.Equal(t, 200, r.status, "%s", r.body)
 	require.Equal(t, "bot", r.json(t)["name"], "served by the leader, which has the Agent")
 	require.Equal(t, leader.M.Applied(), index(t, r))
+}
+
+// catchingUp is a follower whose state trails the leader's commit index by
+// one entry — an Agent the leader has — until WaitApplied lets it arrive.
+type catchingUp struct {
+	*apitest.Backend
+	arrive func()
+}
+
+func (c catchingUp) LeaderCommit() (uint64, bool) { return c.M.Applied() + 1, true }
+func (c catchingUp) WaitApplied(ctx context.Context, n uint64) (uint64, error) {
+	c.arrive()
+	return c.Backend.WaitApplied(ctx, n)
+}
+
+// TestFollowerCatchesUpBeforeNotFound: a lookup that misses on a member
+// behind the leader's commit index waits for it before answering 404, so a
+// member catching up never reports as missing what the cluster has; ?stale
+// answers from the state as it is.
+func TestFollowerCatchesUpBeforeNotFound(t *testing.T) {
+	b := apitest.New()
+	e := &env{t: t, b: b}
+	srv := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()},
+		catchingUp{Backend: b, arrive: func() {
+			if _, ok := b.M.AgentByName(b.M.Namespaces()[0].ID, "late"); !ok {
+				e.send("POST", "/v1/namespaces/team/agents", map[string]any{"name": "late", "configuration": "cfg"}, nil)
+			}
+		}}))
+	t.Cleanup(srv.Close)
+	plain := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()}, b))
+	t.Cleanup(plain.Close)
+	e.srv = plain
+	e.seed()
+	direct := &env{t: t, b: b, srv: srv}
+	r := direct.send("GET", "/v1/namespaces/team/agents/late?stale", nil, nil)
+	require.Equal(t, 404, r.status, "a stale read answers from the state as it is")
+	r = direct.send("GET", "/v1/namespaces/team/agents/late", nil, nil)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.Equal(t, "late", r.json(t)["name"])
 }
