@@ -74,6 +74,10 @@ func TestChaos(t *testing.T) {
 	c := startCluster(t, clusterOpts{size: 3, proxied: true, ipBase: 160})
 	ctx := context.Background()
 	names := c.setupWorkload(ctx, t, chaosAgents)
+	// Every member has applied the Agents before the faults start: from
+	// here on a read that does not find one served older state than its
+	// member already had (a restarted member replaying its log must not).
+	c.converged(c.Nodes)
 	h := newHistory()
 	stop := time.Now().Add(dur)
 
@@ -81,7 +85,7 @@ func TestChaos(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range clients {
 		cc := &chaosClient{id: i, c: c, h: h, names: names, rng: rand.New(rand.NewPCG(seed, uint64(i)+1)),
-			seen: map[string]int64{}}
+			seen: map[string]int64{}, floor: c.applied}
 		clients[i] = cc
 		wg.Add(1)
 		go func() {
@@ -240,8 +244,11 @@ func notFound(err error) bool {
 // failed attempt had no effect and is left out of the history.
 func (cc *chaosClient) consistentRead(ctx context.Context, agent string) {
 	call := cc.h.now()
-	rctx, cancel := context.WithTimeout(client.WithReadOptions(ctx, client.ReadOptions{Consistent: true}), chaosRequest)
-	a, err := cc.client(cc.member()).Agent(rctx, workloadNS, agent)
+	var m client.Meta
+	rctx, cancel := context.WithTimeout(client.WithMeta(client.WithReadOptions(ctx, client.ReadOptions{Consistent: true}), &m),
+		chaosRequest)
+	n := cc.member()
+	a, err := cc.client(n).Agent(rctx, workloadNS, agent)
 	cancel()
 	ret := cc.h.now()
 	switch {
@@ -249,7 +256,7 @@ func (cc *chaosClient) consistentRead(ctx context.Context, agent string) {
 		cc.h.add(cc.id, opInput{kind: opRead, agent: agent}, call,
 			opOutput{known: true, count: a.RevisionCount, activeID: a.ActiveRevisionID}, ret)
 	case notFound(err):
-		cc.violations = append(cc.violations, fmt.Sprintf("consistent read of %s: %v", agent, err))
+		cc.violations = append(cc.violations, fmt.Sprintf("consistent read of %s on %s answered at index %d: %v", agent, n.ID, m.Index, err))
 	}
 }
 
@@ -259,7 +266,8 @@ func (cc *chaosClient) indexRead(ctx context.Context, agent string) {
 	var m client.Meta
 	rctx, cancel := context.WithTimeout(client.WithMeta(client.WithReadOptions(ctx,
 		client.ReadOptions{MinIndex: cc.floor}), &m), chaosRequest)
-	a, err := cc.client(cc.member()).Agent(rctx, workloadNS, agent)
+	n := cc.member()
+	a, err := cc.client(n).Agent(rctx, workloadNS, agent)
 	cancel()
 	switch {
 	case err == nil:
@@ -276,18 +284,21 @@ func (cc *chaosClient) indexRead(ctx context.Context, agent string) {
 		cc.floor = max(cc.floor, m.Index)
 		cc.seen[agent] = max(cc.seen[agent], a.RevisionCount)
 	case notFound(err):
-		cc.violations = append(cc.violations, fmt.Sprintf("at-least-index read of %s: %v", agent, err))
+		cc.violations = append(cc.violations, fmt.Sprintf("at-least-index read of %s (index %d) on %s answered at index %d: %v",
+			agent, cc.floor, n.ID, m.Index, err))
 	}
 }
 
 // defaultRead may be stale (bounded) or refused, never NOT_FOUND for an
 // Agent that exists.
 func (cc *chaosClient) defaultRead(ctx context.Context, agent string) {
-	rctx, cancel := context.WithTimeout(ctx, chaosRequest)
-	_, err := cc.client(cc.member()).Agent(rctx, workloadNS, agent)
+	var m client.Meta
+	rctx, cancel := context.WithTimeout(client.WithMeta(ctx, &m), chaosRequest)
+	n := cc.member()
+	_, err := cc.client(n).Agent(rctx, workloadNS, agent)
 	cancel()
 	if notFound(err) {
-		cc.violations = append(cc.violations, fmt.Sprintf("default read of %s: %v", agent, err))
+		cc.violations = append(cc.violations, fmt.Sprintf("default read of %s on %s answered at index %d: %v", agent, n.ID, m.Index, err))
 	}
 }
 
