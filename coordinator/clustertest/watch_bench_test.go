@@ -34,6 +34,10 @@ func BenchmarkBlockingQueryWake(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		for i := range writes {
+			// Quiet first: the previous deploy's activation has completed
+			// and every member applied it, so nothing but the next deploy
+			// moves the index.
+			c.converged(c.Nodes)
 			at, err := c.client(follower).WaitIndex(ctx, 0, time.Minute)
 			require.NoError(b, err)
 			// Both watchers wait on the follower's current index, so the
@@ -58,7 +62,7 @@ func BenchmarkBlockingQueryWake(b *testing.B) {
 			// at once when the state already moved past at).
 			time.Sleep(20 * time.Millisecond)
 			start := time.Now()
-			_, err = c.client(leader).Deploy(ctx, workloadNS, names[i%len(names)], wire.Deploy{})
+			res, err := c.client(leader).Deploy(ctx, workloadNS, names[i%len(names)], wire.Deploy{})
 			require.NoError(b, err)
 			answer = append(answer, time.Since(start))
 			for range 2 {
@@ -73,6 +77,10 @@ func BenchmarkBlockingQueryWake(b *testing.B) {
 					b.Fatal("a watcher did not wake")
 				}
 			}
+			wctx, cancel := context.WithTimeout(ctx, clusterWait)
+			_, err = waitWork(wctx, c.client(leader), res.WorkID)
+			cancel()
+			require.NoError(b, err)
 		}
 	}
 	b.StopTimer()
