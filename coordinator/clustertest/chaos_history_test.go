@@ -103,8 +103,11 @@ func TestChaos(t *testing.T) {
 	leader := c.waitMembers(c.Nodes)
 	wg.Wait()
 	var final snapshotOf
-	require.Eventually(t, func() bool { final = c.read(ctx, t, leader); return final.settled() }, clusterWait,
-		100*time.Millisecond, "every deploy settled")
+	settleBy := time.Now().Add(clusterWait)
+	for final = c.read(ctx, t, leader); !final.settled(); final = c.read(ctx, t, leader) {
+		require.True(t, time.Now().Before(settleBy), "not settled: %s", final.unsettled())
+		time.Sleep(100 * time.Millisecond) // polling the settled state
+	}
 	c.converged(c.Nodes)
 	for _, n := range c.Nodes {
 		c.read(ctx, t, n).checkInvariants(t, chaosAgents)
