@@ -27,7 +27,8 @@ const (
 	ExitTimeout = 4 // deploy --wait: the timeout passed before a final state
 )
 
-// DefaultPollInterval is how often deploy --wait polls progress.
+// DefaultPollInterval paces deploy --wait while the coordinator cannot answer
+// its blocking query for change (it waits on that otherwise).
 const DefaultPollInterval = 500 * time.Millisecond
 
 // DefaultWaitTimeout bounds deploy --wait; the convergence window of revision
