@@ -444,7 +444,9 @@ func checkLinearizable(t *testing.T, ops []porcupine.Operation, numbers map[stri
 		}
 	}
 	model := agentModel.ToModel()
+	start := time.Now()
 	res, info := porcupine.CheckOperationsVerbose(model, ops, chaosCheck)
+	t.Logf("chaos: porcupine checked %d operations in %s: %s", len(ops), time.Since(start).Round(time.Millisecond), res)
 	if res == porcupine.Ok {
 		return
 	}

@@ -52,33 +52,22 @@ func benchDeployAcrossKill(b *testing.B, args []string) {
 				samples []deploySample
 				done    atomic.Int64
 				stop    = make(chan struct{})
-				wg      sync.WaitGroup
 				failed  atomic.Bool
 				errs    = make(chan error, clients)
 			)
-			for k := range clients {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := k; ; i += clients {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						start := time.Now()
-						if err := c.deployAndWait(ctx, names[i%agents]); err != nil {
-							failed.Store(true)
-							errs <- err
-							return
-						}
-						mu.Lock()
-						samples = append(samples, deploySample{start: start, took: time.Since(start)})
-						mu.Unlock()
-						done.Add(1)
-					}
-				}()
-			}
+			wait := workers(clients, stop, func(i int) bool {
+				start := time.Now()
+				if err := c.deployAndWait(ctx, names[i%agents]); err != nil {
+					failed.Store(true)
+					errs <- err
+					return false
+				}
+				mu.Lock()
+				samples = append(samples, deploySample{start: start, took: time.Since(start)})
+				mu.Unlock()
+				done.Add(1)
+				return true
+			})
 			// Steady state first, then the kill at a moment the leader's
 			// engine holds a claim; the round ends once deploys started well
 			// after the kill have completed.
@@ -104,7 +93,7 @@ func benchDeployAcrossKill(b *testing.B, args []string) {
 				return false
 			}, clusterWait, time.Millisecond)
 			close(stop)
-			wg.Wait()
+			wait()
 			close(errs)
 			for err := range errs {
 				b.Fatal(err)

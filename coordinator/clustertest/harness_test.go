@@ -387,6 +387,17 @@ func (c *cluster) nodeByID(id string) *node {
 	return nil
 }
 
+// followerOf returns a member other than leader (the last one).
+func (c *cluster) followerOf(leader *node) *node {
+	var f *node
+	for _, n := range c.Nodes {
+		if n != leader {
+			f = n
+		}
+	}
+	return f
+}
+
 // isolate cuts n off from every other member, both directions.
 func (c *cluster) isolate(n *node) {
 	n.Proxy.Cut()

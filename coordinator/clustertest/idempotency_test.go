@@ -22,12 +22,7 @@ func TestLostForwardAnswerDeploysOnce(t *testing.T) {
 	ctx := context.Background()
 	c.setupWorkload(ctx, t, 1)
 	leader := c.waitLeader(c.Nodes)
-	var follower *node
-	for _, n := range c.Nodes {
-		if n != leader {
-			follower = n
-		}
-	}
+	follower := c.followerOf(leader)
 	// The follower forwards to the address the leader advertises: its proxy.
 	info, err := c.info(ctx, follower)
 	require.NoError(t, err)

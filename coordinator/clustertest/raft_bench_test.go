@@ -17,11 +17,10 @@ import (
 // leader with shorter timeouts, and what a member cut off and back does to
 // the leader with and without pre-vote.
 
-// steadyDeploys deploys through the leader's follower-forwarding API with k
-// clients until stop is closed; it returns how many deploys failed.
-func (c *cluster) steadyDeploys(ctx context.Context, names []string, k int, stop <-chan struct{}) func() int64 {
+// workers runs k goroutines, the i-th calling f(i), f(i+k), … until stop is
+// closed or f returns false; the returned func waits for them.
+func workers(k int, stop <-chan struct{}, f func(j int) bool) (wait func()) {
 	var wg sync.WaitGroup
-	var failed atomic.Int64
 	for i := range k {
 		wg.Add(1)
 		go func() {
@@ -32,16 +31,29 @@ func (c *cluster) steadyDeploys(ctx context.Context, names []string, k int, stop
 					return
 				default:
 				}
-				n := c.Nodes[j%len(c.Nodes)]
-				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				if _, err := c.client(n).Deploy(rctx, workloadNS, names[j%len(names)], wire.Deploy{}); err != nil {
-					failed.Add(1)
+				if !f(j) {
+					return
 				}
-				cancel()
 			}
 		}()
 	}
-	return func() int64 { wg.Wait(); return failed.Load() }
+	return wg.Wait
+}
+
+// steadyDeploys deploys through every member (followers forward) with k
+// clients until stop is closed; it returns a func that waits for them and
+// reports how many deploys failed.
+func (c *cluster) steadyDeploys(ctx context.Context, names []string, k int, stop <-chan struct{}) func() int64 {
+	var failed atomic.Int64
+	wait := workers(k, stop, func(j int) bool {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := c.client(c.Nodes[j%len(c.Nodes)]).Deploy(rctx, workloadNS, names[j%len(names)], wire.Deploy{}); err != nil {
+			failed.Add(1)
+		}
+		return true
+	})
+	return func() int64 { wait(); return failed.Load() }
 }
 
 // BenchmarkLeaderStability: a three-member cluster under a steady deploy
@@ -101,12 +113,7 @@ func BenchmarkFollowerRejoin(b *testing.B) {
 			for range b.N {
 				for range rounds {
 					leader := c.waitMembers(c.Nodes)
-					var follower *node
-					for _, n := range c.Nodes {
-						if n != leader {
-							follower = n
-						}
-					}
+					follower := c.followerOf(leader)
 					before, err := c.info(ctx, leader)
 					require.NoError(b, err)
 					c.isolate(follower)

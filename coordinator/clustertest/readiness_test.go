@@ -43,12 +43,7 @@ func TestLaggingMemberIsNotReady(t *testing.T) {
 	ctx := context.Background()
 	names := c.setupWorkload(ctx, t, 40)
 	leader := c.waitLeader(c.Nodes)
-	var follower *node
-	for _, n := range c.Nodes {
-		if n != leader {
-			follower = n
-		}
-	}
+	follower := c.followerOf(leader)
 	c.converged(c.Nodes)
 	require.Eventually(t, func() bool { ok, _ := readyz(follower); return ok }, clusterWait, pollEvery)
 

@@ -23,12 +23,7 @@ func BenchmarkBlockingQueryWake(b *testing.B) {
 	ctx := context.Background()
 	names := c.setupWorkload(ctx, b, 8)
 	leader := c.waitMembers(c.Nodes)
-	var follower *node
-	for _, n := range c.Nodes {
-		if n != leader {
-			follower = n
-		}
-	}
+	follower := c.followerOf(leader)
 	c.converged(c.Nodes)
 	var answer, leaderWake, followerWake []time.Duration
 	b.ResetTimer()
