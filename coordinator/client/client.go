@@ -328,7 +328,7 @@ func (c *Client) exchange(ctx context.Context, base, method, path string, query 
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return nil, fmt.Errorf("client: %s %s: %w", method, path, err)
+		return nil, &Error{Code: codes.InvalidRequest, Message: fmt.Sprintf("client: %s %s: %v", method, path, err)}
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", ctype)
