@@ -174,8 +174,7 @@ func (cc *chaosClient) member() *node {
 }
 
 func (cc *chaosClient) client(n *node) *client.Client {
-	return client.New(n.HTTPAddr, cc.c.Token, client.WithHTTPClient(&http.Client{Timeout: chaosRequest}),
-		client.WithRetry(client.Retry{}))
+	return cc.c.clientTo(n.HTTPAddr, cc.c.Token, &http.Client{Timeout: chaosRequest}, client.WithRetry(client.Retry{}))
 }
 
 func (cc *chaosClient) run(ctx context.Context, stop time.Time) {

@@ -251,8 +251,8 @@ func (c *cluster) client(n *node) *client.Client {
 }
 
 // clientTo is a client of addr with token, trusting the cluster CA.
-func (c *cluster) clientTo(addr, token string, hc *http.Client) *client.Client {
-	opts := []client.Option{client.WithHTTPClient(hc)}
+func (c *cluster) clientTo(addr, token string, hc *http.Client, extra ...client.Option) *client.Client {
+	opts := append([]client.Option{client.WithHTTPClient(hc)}, extra...)
 	if c.CA != nil {
 		opts = append(opts, client.WithCA(c.CA))
 	}
@@ -293,8 +293,7 @@ func makePKI(t testing.TB, dir string, size, ipBase int) *x509.CertPool {
 // themselves, every few milliseconds and across members, so what they
 // measure is the cluster, not the client's backoff.
 func (c *cluster) probe(n *node) *client.Client {
-	return client.New(n.HTTPAddr, c.Token, client.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}),
-		client.WithRetry(client.Retry{}))
+	return c.clientTo(n.HTTPAddr, c.Token, &http.Client{Timeout: 10 * time.Second}, client.WithRetry(client.Retry{}))
 }
 
 // waitLeader waits until every running node among ns names the same leader,

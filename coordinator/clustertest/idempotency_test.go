@@ -35,11 +35,12 @@ func TestLostForwardAnswerDeploysOnce(t *testing.T) {
 
 	// A caller without a key learns that the outcome is unknown.
 	leader.HTTPProxy.DropNextAnswer()
-	req, err := http.NewRequest(http.MethodPost, "http://"+follower.HTTPAddr+"/v1/namespaces/"+workloadNS+
+	hc, scheme := c.httpClient()
+	req, err := http.NewRequest(http.MethodPost, scheme+follower.HTTPAddr+"/v1/namespaces/"+workloadNS+
 		"/agents/agent-0000/deploy", strings.NewReader("{}"))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+c.Token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	require.NoError(t, err)
 	ae := readErr(t, resp)
 	require.Equal(t, http.StatusServiceUnavailable, ae.Status)

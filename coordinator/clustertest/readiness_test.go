@@ -17,8 +17,9 @@ import (
 )
 
 // readyz asks a member's /readyz once; ok with the applied index it reported.
-func readyz(n *node) (bool, uint64) {
-	resp, err := http.Get("http://" + n.HTTPAddr + "/readyz")
+func (c *cluster) readyz(n *node) (bool, uint64) {
+	hc, scheme := c.httpClient()
+	resp, err := hc.Get(scheme + n.HTTPAddr + "/readyz")
 	if err != nil {
 		return false, 0
 	}
@@ -45,7 +46,7 @@ func TestLaggingMemberIsNotReady(t *testing.T) {
 	leader := c.waitLeader(c.Nodes)
 	follower := c.followerOf(leader)
 	c.converged(c.Nodes)
-	require.Eventually(t, func() bool { ok, _ := readyz(follower); return ok }, clusterWait, pollEvery)
+	require.Eventually(t, func() bool { ok, _ := c.readyz(follower); return ok }, clusterWait, pollEvery)
 
 	behind := func() uint64 {
 		// Deploys of 40 Agents, each six entries with its activation,
@@ -70,12 +71,12 @@ func TestLaggingMemberIsNotReady(t *testing.T) {
 
 	// Cut off: not ready (no fresh commit index from the leader).
 	c.isolate(follower)
-	require.Eventually(t, func() bool { ok, _ := readyz(follower); return !ok }, clusterWait, pollEvery)
+	require.Eventually(t, func() bool { ok, _ := c.readyz(follower); return !ok }, clusterWait, pollEvery)
 	commit := behind()
 	c.heal()
 	sawNotReady := false
 	require.Eventually(t, func() bool {
-		ok, applied := readyz(follower)
+		ok, applied := c.readyz(follower)
 		if !ok {
 			sawNotReady = true
 			return false
@@ -107,7 +108,7 @@ func TestLaggingMemberIsNotReady(t *testing.T) {
 				t.Fatalf("the restarted member answered NOT_FOUND for %s, which exists: %v", name, err)
 			}
 		}
-		if ok, applied := readyz(follower); ok {
+		if ok, applied := c.readyz(follower); ok {
 			require.GreaterOrEqual(t, applied+store.ReadyMaxLag, commit, "ready while far behind")
 			return served > 0
 		}
