@@ -41,9 +41,11 @@ const (
 	// IndexWait bounds how long a member that is behind waits to reach a
 	// requested ?index without wait before answering NOT_READY.
 	IndexWait = 5 * time.Second
-	// indexRetries bounds re-renders of an answer whose state moved while
-	// it was rendered (so the index names exactly the state served).
-	indexRetries = 3
+	// indexRenders bounds the renderings of an answer whose state moved
+	// while it was rendered: a second one usually names the exact index;
+	// after that the index is an upper bound (a large list under a steady
+	// stream of writes is not rendered again and again).
+	indexRenders = 2
 )
 
 // Positions is implemented by a Backend that can place reads on the Raft
@@ -259,13 +261,14 @@ func notReady(why string, pos Positions) *Error {
 
 // serveAtIndex renders the answer into a buffer and sends it with the index
 // of the state it read; when the state moved during the rendering it renders
-// again (a bounded number of times), so the header never names an index
-// older than what the body shows.
+// once more. The header never names an index older than what the body
+// shows (monotonic reads pass it as their floor); when the state moved
+// during both renderings it is the index after the second.
 func serveAtIndex(w http.ResponseWriter, r *http.Request, h handlerFunc, pos Positions) error {
 	var rec *bufferedWriter
 	var err error
 	var at uint64
-	for range indexRetries {
+	for range indexRenders {
 		before := pos.AppliedIndex()
 		rec = &bufferedWriter{header: http.Header{}}
 		err = h(rec, r)

@@ -46,6 +46,13 @@ const (
 	chaosCheck      = 2 * time.Minute // porcupine's budget
 )
 
+// agentsFor scales the Agents with the run, chaosAgents per chaosDefault of
+// faults, so a long run does not pile thousands of revisions on a few Agents
+// (every read of them would grow with the run).
+func agentsFor(dur time.Duration) int {
+	return max(chaosAgents, int(int64(chaosAgents)*int64(dur)/int64(chaosDefault)))
+}
+
 func chaosParams(t *testing.T) (uint64, time.Duration) {
 	t.Helper()
 	seed := uint64(time.Now().UnixNano())
@@ -73,7 +80,7 @@ func TestChaos(t *testing.T) {
 	})
 	c := startCluster(t, clusterOpts{size: 3, proxied: true, ipBase: 160})
 	ctx := context.Background()
-	names := c.setupWorkload(ctx, t, chaosAgents)
+	names := c.setupWorkload(ctx, t, agentsFor(dur))
 	// Every member has applied the Agents before the faults start: from
 	// here on a read that does not find one served older state than its
 	// member already had (a restarted member replaying its log must not).
@@ -110,7 +117,7 @@ func TestChaos(t *testing.T) {
 	}
 	c.converged(c.Nodes)
 	for _, n := range c.Nodes {
-		c.read(ctx, t, n).checkInvariants(t, chaosAgents)
+		c.read(ctx, t, n).checkInvariants(t, len(names))
 	}
 
 	ops := h.operations()
