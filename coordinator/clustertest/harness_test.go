@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -108,6 +109,21 @@ type clusterOpts struct {
 	ipBase      int      // members use 127.0.0.<ipBase+i>
 }
 
+// proxyAvoiding starts a proxy to target on a free port of ip that is none
+// of the avoid addresses: those were picked free and closed again for the
+// member to bind later, so the kernel may hand one of them to the proxy.
+func proxyAvoiding(t testing.TB, ip, target string, avoid ...string) *Proxy {
+	t.Helper()
+	for {
+		p, err := NewProxy(net.JoinHostPort(ip, "0"), target)
+		require.NoError(t, err)
+		if !slices.Contains(avoid, p.Addr()) {
+			return p
+		}
+		require.NoError(t, p.Close())
+	}
+}
+
 // startCluster starts size members: the first bootstraps, the others join
 // through it; it returns once every member reports the full membership.
 func startCluster(t testing.TB, o clusterOpts) *cluster {
@@ -126,18 +142,19 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 		ip := fmt.Sprintf("127.0.0.%d", o.ipBase+i)
 		n := &node{ID: fmt.Sprintf("n%d", i), IP: ip, Dir: filepath.Join(root, fmt.Sprintf("n%d", i)),
 			RaftBind: freePort(t, ip), HTTPAddr: freePort(t, ip), extraArgs: o.args}
+		for n.HTTPAddr == n.RaftBind { // both were picked free and closed again
+			n.HTTPAddr = freePort(t, ip)
+		}
 		n.RaftAdv = n.RaftBind
 		n.LogPath = filepath.Join(root, n.ID+".log")
 		if o.proxied {
-			p, err := NewProxy(net.JoinHostPort(ip, "0"), n.RaftBind)
-			require.NoError(t, err)
+			p := proxyAvoiding(t, ip, n.RaftBind, n.RaftBind, n.HTTPAddr)
 			t.Cleanup(func() { _ = p.Close() })
 			n.Proxy = p
 			n.RaftAdv = p.Addr()
 		}
 		if o.httpProxied {
-			p, err := NewProxy(net.JoinHostPort(ip, "0"), n.HTTPAddr)
-			require.NoError(t, err)
+			p := proxyAvoiding(t, ip, n.HTTPAddr, n.RaftBind, n.HTTPAddr, n.RaftAdv)
 			t.Cleanup(func() { _ = p.Close() })
 			n.HTTPProxy = p
 			n.HTTPAdv = p.Addr()
