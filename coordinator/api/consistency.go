@@ -268,7 +268,11 @@ func serveAtIndex(w http.ResponseWriter, r *http.Request, h handlerFunc, pos Pos
 	var rec *bufferedWriter
 	var err error
 	var at uint64
-	for range indexRenders {
+	renders := indexRenders
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		renders = 1 // only a read may be rendered again
+	}
+	for range renders {
 		before := pos.AppliedIndex()
 		rec = &bufferedWriter{header: http.Header{}}
 		err = h(rec, r)

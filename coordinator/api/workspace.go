@@ -26,9 +26,9 @@ import (
 func (s *server) workspaceRoutes(agent string) {
 	s.read("GET "+agent+"/files", s.listFiles)
 	s.read("GET "+agent+"/files/{name}", s.getFile)
-	// Served by whichever member is asked, like a read: the write is an
-	// effect on the Agent's runtime, not on the replicated state.
-	s.read("PUT "+agent+"/files/{name}", s.putFile)
+	// Served by whichever member is asked: the write is an effect on the
+	// Agent's runtime, not on the replicated state.
+	s.call("PUT "+agent+"/files/{name}", s.putFile)
 	// a path of several segments is not a document name
 	notName := func(w http.ResponseWriter, r *http.Request) error {
 		act := iam.ViewAgent
@@ -41,7 +41,7 @@ func (s *server) workspaceRoutes(agent string) {
 		return docInvalid(contract.ReasonDocumentPath, "a document is named, never a path: "+docList())
 	}
 	s.read("GET "+agent+"/files/{path...}", notName)
-	s.read("PUT "+agent+"/files/{path...}", notName)
+	s.call("PUT "+agent+"/files/{path...}", notName)
 }
 
 func workspaceUnavailable(reason, msg string) *Error {
