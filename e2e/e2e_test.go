@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -221,6 +222,27 @@ func TestDedicatedCodexTurn(t *testing.T) {
 	require.Contains(t, tool, "Tool result received.", "Codex ran the tool call in the Harness and sent its result back")
 	require.Contains(t, tool, FakeReply)
 	step("tool turn")
+
+	// The workspace documents go through the Gateway to the pinned node:
+	// written on the Harness claim, versions checked by the node, no copy on
+	// the Gateway. (Codex reads AGENTS.md when it starts a thread; the
+	// gateway's codex plugin kept this session's thread, so the next turn is
+	// not where to look for it.)
+	const marker = "OCE-ECHO-codex-agents"
+	doc := filepath.Join(e.root, "codex-agents.md")
+	require.NoError(t, os.WriteFile(doc, []byte("# Rules\nMention "+marker+".\n"), 0o600))
+	e.mustOcc(t, "agent", "files", "put", "codex-turn", "AGENTS.md", "-f", doc, "--force")
+	onNode, err := os.ReadFile(filepath.Join(agentDir, "harness-workspace", "workspace", "AGENTS.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(onNode), marker, "written in the Harness workspace by the node")
+	f := e.file(t, "codex-turn", "AGENTS.md")
+	require.Equal(t, string(onNode), f.Content)
+	out, code := e.occ(t, "agent", "files", "put", "codex-turn", "AGENTS.md", "-f", doc, "--replaces", strings.Repeat("0", 64))
+	require.Equal(t, occ.ExitErr, code, out)
+	require.Contains(t, out, "changed since the version you started from", "the node refused a stale version")
+	require.Contains(t, out, f.SHA256)
+	require.NoDirExists(t, filepath.Join(agentDir, "gateway-state", "workspace"), "the dedicated Gateway keeps no copy")
+	step("workspace through the node")
 
 	procs := e.agentProcs(t, a.ID)
 	e.mustOcc(t, "agent", "delete", "codex-turn")

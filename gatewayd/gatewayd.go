@@ -85,6 +85,7 @@ type Gatewayd struct {
 	httpc  *http.Client
 
 	identity        *ocproto.Identity
+	wsConn          *workspaceConn // the workspace routes' gateway connection
 	authMode        string
 	managedPassword bool
 	keyEnv          string
@@ -412,7 +413,7 @@ func (g *Gatewayd) renderInput() RenderInput {
 	}
 	node := g.cfg.WorkspaceNodeID
 	return RenderInput{Topology: g.cfg.Topology, Port: g.cfg.Port, Bind: g.cfg.Bind, LogLevel: lvl,
-		LogFile: filepath.Join(g.cfg.StateDir, "logs", "openclaw.log"), WorkspaceNodeID: node,
+		LogFile: filepath.Join(g.cfg.StateDir, "logs", "openclaw.log"), WorkspaceNodeID: node, Workspace: g.embeddedWorkspace(),
 		NodeWorkspace: g.cfg.NodeWorkspaceDir, AppServerURL: g.cfg.AppServerURL, AppServerToken: g.cfg.AppServerToken,
 		Plugins: g.cfg.Plugins, OpenAIBase: g.cfg.OpenAIBase, AnthropicBase: g.cfg.AnthropicBase}
 }

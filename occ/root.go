@@ -40,7 +40,8 @@ const exitCodesHelp = `Exit codes:
   4    deploy --wait: the timeout passed first
   130  interrupted (Ctrl-C)`
 
-// DefaultPollInterval is how often deploy --wait polls progress.
+// DefaultPollInterval paces deploy --wait while the coordinator cannot answer
+// its blocking query for change (it waits on that otherwise).
 const DefaultPollInterval = 500 * time.Millisecond
 
 // DefaultWaitTimeout bounds deploy --wait; the convergence window of revision

@@ -57,16 +57,23 @@ func (a *app) show(cmd *cobra.Command, watch bool, fetch fetchFunc) error {
 }
 
 // waitForChange returns once the coordinator's state may have changed
-// since index, with the index to wait on next. It polls every
-// PollInterval for now: the one seam where a blocking read
-// (?index=N&wait=D) will replace the poll, with no caller changing.
+// since index, with the index to wait on next: a blocking query
+// (GET /v1/index?index=N&wait=D) that answers as soon as the state moves.
+// A coordinator that cannot answer one now is polled every PollInterval.
 func (a *app) waitForChange(ctx context.Context, index uint64) (uint64, error) {
+	next, err := a.client().WaitIndex(ctx, index, changeWait)
+	if err == nil {
+		return next, nil
+	}
+	if ctx.Err() != nil {
+		return index, ctx.Err()
+	}
 	t := time.NewTimer(a.opts.PollInterval)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return index, ctx.Err()
 	case <-t.C:
-		return index + 1, nil
+		return index, nil
 	}
 }

@@ -59,6 +59,7 @@ var routeActions = map[string]iam.Action{
 	"GET /v1/installation":           iam.ViewInstallation,
 	"GET /v1/version":                iam.ViewInstallation,
 	"GET /v1/status":                 iam.ViewAgent,
+	"GET /v1/index":                  iam.ViewInstallation,
 	"GET /v1/whoami":                 iam.WhoAmI,
 	"GET /v1/users":                  iam.ManageUsers,
 	"POST /v1/users":                 iam.ManageUsers,

@@ -111,9 +111,18 @@ func matrixRows() map[string]matrixRow {
 		"GET /v1/namespaces/{ns}/agents/{agent}/revisions":       {path: agent + "/revisions", allowed: teamReaders, ok: 200},
 		"GET /v1/namespaces/{ns}/agents/{agent}/revisions/{rev}": {path: agent + "/revisions/1", allowed: teamReaders, ok: 200},
 		"GET /v1/namespaces/{ns}/agents/{agent}/work":            {path: agent + "/work", allowed: teamReaders, ok: 200},
+		"GET /v1/namespaces/{ns}/overview":                       {path: ns + "/overview", allowed: teamReaders, ok: 200},
+		"GET /v1/namespaces/{ns}/agents/{agent}/overview":        {path: agent + "/overview", allowed: teamReaders, ok: 200},
+		"GET /v1/namespaces/{ns}/agents/{agent}/logs":            {path: agent + "/logs", allowed: teamReaders, ok: 404},
+		"GET /v1/namespaces/{ns}/agents/{agent}/files":           {path: agent + "/files", allowed: teamReaders, ok: 503},
+		"GET /v1/namespaces/{ns}/agents/{agent}/files/{name}":    {path: agent + "/files/AGENTS.md", allowed: teamReaders, ok: 503},
+		"GET /v1/namespaces/{ns}/agents/{agent}/files/{path...}": {path: agent + "/files/a/b", allowed: teamReaders, ok: 400},
+		"PUT /v1/namespaces/{ns}/agents/{agent}/files/{name}": {path: agent + "/files/AGENTS.md", allowed: ca,
+			ok: 503, body: obj(`{"content":"x","force":true}`)},
+		"PUT /v1/namespaces/{ns}/agents/{agent}/files/{path...}": {path: agent + "/files/a/b", allowed: ca,
+			ok: 400, body: obj(`{"content":"x","force":true}`)},
 		// The memory driver reports no endpoints: 404 to those who may ask.
 		"GET /v1/namespaces/{ns}/agents/{agent}/endpoints": {path: agent + "/endpoints", allowed: teamReaders, ok: 404},
-		"GET /v1/namespaces/{ns}/agents/{agent}/logs":      {path: agent + "/logs", allowed: teamReaders, ok: 200},
 
 		"GET /v1/namespaces/{ns}/serviceprincipals": {path: ns + "/serviceprincipals", allowed: teamReaders, ok: 200},
 		"POST /v1/namespaces/{ns}/serviceprincipals": {path: ns + "/serviceprincipals", body: obj(`{"name":"ci2"}`),
@@ -145,6 +154,7 @@ func matrixRows() map[string]matrixRow {
 			}},
 		"GET /v1/installation": {path: "/v1/installation", allowed: everyone, ok: 200},
 		"GET /v1/version":      {path: "/v1/version", allowed: everyone, ok: 200},
+		"GET /v1/index":        {path: "/v1/index", allowed: everyone, ok: 200},
 		"GET /v1/status": {path: "/v1/status", allowed: everyone, ok: 200,
 			check: func(t *testing.T, caller string, body []byte) {
 				var st map[string]any

@@ -55,16 +55,7 @@ func (s *server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err := validName("namespace", req.Name); err != nil {
 		return err
 	}
-	id := newID()
-	if _, err := s.propose(r, state.CmdCreateNamespace, state.CreateNamespace{ID: id, Name: req.Name}); err != nil {
-		return err
-	}
-	ns, ok := s.b.Machine().Namespace(id)
-	if !ok {
-		return notFound("namespace %q vanished after creation", id)
-	}
-	writeJSON(w, http.StatusCreated, wireNamespace(ns))
-	return nil
+	return s.commit(w, r, http.StatusCreated, state.CmdCreateNamespace, state.CreateNamespace{ID: newID(), Name: req.Name})
 }
 
 func (s *server) listConfigurations(w http.ResponseWriter, r *http.Request) error {
@@ -121,12 +112,8 @@ func (s *server) createConfiguration(w http.ResponseWriter, r *http.Request) err
 			return conflict("configuration name %q is taken in namespace %q", req.Name, ns.Name)
 		}
 	}
-	id := newID()
-	if _, err := s.propose(r, state.CmdPutConfiguration, state.PutConfiguration{ID: id, NamespaceID: ns.ID,
-		Name: req.Name, Document: req.Document}); err != nil {
-		return err
-	}
-	return s.writeConfiguration(w, http.StatusCreated, id)
+	return s.commit(w, r, http.StatusCreated, state.CmdPutConfiguration, state.PutConfiguration{ID: newID(),
+		NamespaceID: ns.ID, Name: req.Name, Document: req.Document})
 }
 
 func (s *server) updateConfiguration(w http.ResponseWriter, r *http.Request) error {
@@ -148,11 +135,8 @@ func (s *server) updateConfiguration(w http.ResponseWriter, r *http.Request) err
 	if err := s.validConfiguration(req.Document); err != nil {
 		return err
 	}
-	if _, err := s.propose(r, state.CmdPutConfiguration, state.PutConfiguration{ID: c.ID, NamespaceID: ns.ID,
-		Name: c.Name, Document: req.Document}); err != nil {
-		return err
-	}
-	return s.writeConfiguration(w, http.StatusOK, c.ID)
+	return s.commit(w, r, http.StatusOK, state.CmdPutConfiguration, state.PutConfiguration{ID: c.ID, NamespaceID: ns.ID,
+		Name: c.Name, Document: req.Document})
 }
 
 func (s *server) validConfiguration(doc []byte) error {
@@ -160,15 +144,6 @@ func (s *server) validConfiguration(doc []byte) error {
 		return err
 	}
 	return admission.ValidateConfiguration(doc)
-}
-
-func (s *server) writeConfiguration(w http.ResponseWriter, status int, id string) error {
-	c, ok := s.b.Machine().Configuration(id)
-	if !ok {
-		return notFound("configuration %q vanished after the write", id)
-	}
-	writeJSON(w, status, wireConfiguration(c))
-	return nil
 }
 
 // deleteNamespace removes an empty Namespace: 409 while it holds Agents or
@@ -198,11 +173,7 @@ func (s *server) deleteNamespace(w http.ResponseWriter, r *http.Request) error {
 			return e
 		}
 	}
-	if _, err := s.propose(r, state.CmdDeleteNamespace, state.DeleteNamespace{ID: ns.ID}); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, wireNamespace(ns))
-	return nil
+	return s.commit(w, r, http.StatusOK, state.CmdDeleteNamespace, state.DeleteNamespace{ID: ns.ID})
 }
 
 // deleteConfiguration removes a Configuration no Agent uses (409 otherwise).
@@ -218,9 +189,5 @@ func (s *server) deleteConfiguration(w http.ResponseWriter, r *http.Request) err
 	if err := s.allow(r, iam.UpdateConfiguration, cfgRes(ns, c.Name), ns.ID); err != nil {
 		return err
 	}
-	if _, err := s.propose(r, state.CmdDeleteConfiguration, state.DeleteConfiguration{ID: c.ID}); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, wireConfiguration(c))
-	return nil
+	return s.commit(w, r, http.StatusOK, state.CmdDeleteConfiguration, state.DeleteConfiguration{ID: c.ID})
 }

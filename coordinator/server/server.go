@@ -94,8 +94,10 @@ type Config struct {
 	Authorization string
 	// OIDC, when Issuer is set, accepts bearer JWTs from that issuer.
 	OIDC authn.OIDCConfig
-	// Timeouts are the Raft timings (hashicorp/raft defaults when zero).
+	// Timeouts are the Raft timings (the store's defaults when zero).
 	Timeouts store.Timeouts
+	// DisablePreVote turns Raft's pre-vote off (comparisons only).
+	DisablePreVote bool
 	// Engine tunes the activation engine (its defaults when zero); Owner is
 	// always the node id.
 	Engine engine.Config
@@ -150,6 +152,7 @@ func (b backend) Driver() compute.Driver { return b.driver }
 var (
 	_ api.Backend     = backend{}
 	_ api.Readier     = backend{}
+	_ api.Positions   = backend{}
 	_ engine.Proposer = (*store.Store)(nil)
 )
 
@@ -291,7 +294,8 @@ func (n *node) openStore(context.Context) error {
 	}
 	st, err := store.Open(store.Config{
 		NodeID: n.id, DataDir: n.cfg.DataDir, RaftBind: n.cfg.RaftAddr, RaftAdvertise: n.cfg.RaftAdvertise,
-		HTTPAddr: n.httpAdv, Bootstrap: n.cfg.Join == "", Timeouts: n.cfg.Timeouts, Clock: n.cfg.Clock, Log: n.log,
+		HTTPAddr: n.httpAdv, Bootstrap: n.cfg.Join == "", Timeouts: n.cfg.Timeouts,
+		DisablePreVote: n.cfg.DisablePreVote, Clock: n.cfg.Clock, Log: n.log,
 		OnLeader: func(ctx context.Context, s *store.Store) { runEngine(ctx, n.cfg, s, n.driver, n.log) },
 		RaftTLS:  n.raftTLS(),
 	})
@@ -316,7 +320,7 @@ func (n *node) serve() (<-chan error, error) {
 		acfg.ForwardTLS = n.tls.peerClient()
 	}
 	n.srv = &http.Server{
-		Handler:           api.New(acfg, backend{Store: n.st, driver: n.driver}),
+		Handler:           withConsole(api.New(acfg, backend{Store: n.st, driver: n.driver}), n.log),
 		ReadHeaderTimeout: readHeaderTimeout,
 		// Handshake failures (a client without the CA, plain HTTP on a TLS
 		// port) are the client's; they go to the JSON log at debug.

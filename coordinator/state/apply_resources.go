@@ -44,7 +44,7 @@ func applyCreateNamespace(d *data, c Command, p CreateNamespace) (any, error) {
 	return ns, nil
 }
 
-func applyDeleteNamespace(d *data, _ Command, p DeleteNamespace) (any, error) {
+func applyDeleteNamespace(d *data, c Command, p DeleteNamespace) (any, error) {
 	ns, ok := d.namespaces[p.ID]
 	if !ok {
 		return nil, fmt.Errorf("%w: namespace %q", ErrNotFound, p.ID)
@@ -79,10 +79,11 @@ func applyDeleteNamespace(d *data, _ Command, p DeleteNamespace) (any, error) {
 	delete(d.namespaces, p.ID)
 	delete(d.nsByName, ns.Name)
 	delete(d.nsAgents, p.ID)
+	d.audit3(c, AuditNamespaceDelete, NamespaceResource(ns.Name), ns.ID, "", nil)
 	return ns, nil
 }
 
-func applyDeleteConfiguration(d *data, _ Command, p DeleteConfiguration) (any, error) {
+func applyDeleteConfiguration(d *data, cmd Command, p DeleteConfiguration) (any, error) {
 	c, ok := d.configurations[p.ID]
 	if !ok {
 		return nil, fmt.Errorf("%w: configuration %q", ErrNotFound, p.ID)
@@ -98,6 +99,7 @@ func applyDeleteConfiguration(d *data, _ Command, p DeleteConfiguration) (any, e
 	}
 	delete(d.configurations, p.ID)
 	delete(d.cfgByName, nameKey{c.NamespaceID, c.Name})
+	d.audit3(cmd, AuditConfigurationDelete, ScopedResource("Configuration", d.nsName(c.NamespaceID), c.Name), c.NamespaceID, "", nil)
 	return cloneConfiguration(c), nil
 }
 
@@ -291,7 +293,7 @@ func applyAdmitRevision(d *data, c Command, p AdmitRevision) (any, error) {
 	d.addRevision(r)
 	d.putWork(w)
 	d.appendAudit(c.Time, c.Actor, AuditDeploy, a, r.ID, map[string]string{"number": strconv.FormatInt(r.Number, 10), "workId": w.ID})
-	return cloneRevision(r), nil
+	return Admitted{Revision: cloneRevision(r), WorkID: w.ID}, nil
 }
 
 func applyRequestStop(d *data, c Command, p RequestStop) (any, error) {

@@ -102,7 +102,8 @@ func TestCommands(t *testing.T) {
 		{name: "admit", typ: CmdAdmitRevision, setup: func(f *fx) { f.admit("r0", "w0") },
 			payload: func(*fx) any { return AdmitRevision{Revision: rev("r1", "a1", 1), WorkID: "w1"} },
 			check: func(t *testing.T, f *fx, res any) {
-				r := res.(Revision)
+				r := res.(Admitted).Revision
+				require.Equal(t, "w1", res.(Admitted).WorkID)
 				require.EqualValues(t, 2, r.Number)
 				require.Equal(t, RevisionPending, r.Status)
 				w, ok := f.m.Work("w1")

@@ -393,6 +393,9 @@ func (s *Server) turn(req Request, f Fault) turn {
 		return t
 	}
 	t.text = s.opts.Reply + " #" + Digest(req.Prompt)
+	for _, e := range req.Echo {
+		t.text += " [" + e + "]"
+	}
 	if req.ToolResult {
 		t.text = "Tool result received. " + t.text
 	}

@@ -593,3 +593,23 @@ func anthropicText(t *testing.T, names, datas []string) string {
 	}
 	return b.String()
 }
+
+func TestEchoesMarkersOfTheInstructions(t *testing.T) {
+	s := start(t, Options{Reply: "pong"})
+	body := `{"model":"m","stream":false,"instructions":"# AGENTS.md\nSay OCE-ECHO-agents-v2 and OCE-ECHO-agents-v2.",` +
+		`"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi OCE-ECHO-user"}]}]}`
+	resp := post(t, s.URL()+"/v1/responses", body)
+	var out struct {
+		OutputText string `json:"output_text"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.Equal(t, "pong #"+Digest("hi OCE-ECHO-user")+" [OCE-ECHO-agents-v2]", out.OutputText,
+		"each instruction marker once; the prompt's own marker is not an echo")
+
+	r, err := DecodeRequest(pathChat, []byte(`{"messages":[{"role":"system","content":"OCE-ECHO-sys"},{"role":"user","content":"q"}]}`))
+	require.NoError(t, err)
+	require.Equal(t, []string{"OCE-ECHO-sys"}, r.Echo)
+	r, err = DecodeRequest(pathMessages, []byte(`{"system":"no markers","messages":[{"role":"user","content":"q"}]}`))
+	require.NoError(t, err)
+	require.Empty(t, r.Echo)
+}

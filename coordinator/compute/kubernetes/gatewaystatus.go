@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/contract"
 )
@@ -79,46 +80,67 @@ func (h *HTTPGatewayStatus) base(gw Endpoint) (string, error) {
 }
 
 func (h *HTTPGatewayStatus) do(ctx context.Context, method string, gw Endpoint, path string, out any) error {
-	base, err := h.base(gw)
+	code, body, err := h.call(ctx, gw, method, path, nil, 1<<20)
 	if err != nil {
 		return err
 	}
-	s, err := h.Client.CoreV1().Secrets(gw.Namespace).Get(ctx, gw.TokenSecret, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w: status token secret %s/%s is missing", ErrGatewayStatus, gw.Namespace, gw.TokenSecret)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: read status token: %w", ErrGatewayStatus, err)
-	}
-	tok := bytes.TrimSpace(s.Data[contract.SecretStatusToken])
-	if len(tok) == 0 {
-		return fmt.Errorf("%w: status token secret %s/%s has no %s", ErrGatewayStatus, gw.Namespace, gw.TokenSecret, contract.SecretStatusToken)
-	}
-	hc := h.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: StatusRequestTimeout}
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, nil)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrGatewayStatus, err)
-	}
-	req.Header.Set("Authorization", "Bearer "+string(tok))
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%w: %s %s: %w", ErrGatewayStatus, method, path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%w: %s %s: %w", ErrGatewayStatus, method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%w: %s %s: HTTP %d", ErrGatewayStatus, method, path, resp.StatusCode)
+	if code/100 != 2 {
+		return fmt.Errorf("%w: %s %s: HTTP %d", ErrGatewayStatus, method, path, code)
 	}
 	if err := json.Unmarshal(body, out); err != nil {
 		return fmt.Errorf("%w: %s %s: decode: %w", ErrGatewayStatus, method, path, err)
 	}
 	return nil
+}
+
+// Call sends one request to the Gateway Pod's status server with the status
+// bearer and returns the answer's status and body (at most limit bytes).
+func (h *HTTPGatewayStatus) Call(ctx context.Context, gw Endpoint, method, path string, reqBody []byte) (int, []byte, error) {
+	return h.call(ctx, gw, method, path, reqBody, compute.MaxGatewayAnswer)
+}
+
+func (h *HTTPGatewayStatus) call(ctx context.Context, gw Endpoint, method, path string, reqBody []byte, limit int64) (int, []byte, error) {
+	base, err := h.base(gw)
+	if err != nil {
+		return 0, nil, err
+	}
+	s, err := h.Client.CoreV1().Secrets(gw.Namespace).Get(ctx, gw.TokenSecret, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return 0, nil, fmt.Errorf("%w: status token secret %s/%s is missing", ErrGatewayStatus, gw.Namespace, gw.TokenSecret)
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: read status token: %w", ErrGatewayStatus, err)
+	}
+	tok := bytes.TrimSpace(s.Data[contract.SecretStatusToken])
+	if len(tok) == 0 {
+		return 0, nil, fmt.Errorf("%w: status token secret %s/%s has no %s", ErrGatewayStatus, gw.Namespace, gw.TokenSecret, contract.SecretStatusToken)
+	}
+	hc := h.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: StatusRequestTimeout}
+	}
+	var rd io.Reader
+	if reqBody != nil {
+		rd = bytes.NewReader(reqBody)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrGatewayStatus, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+string(tok))
+	if reqBody != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %s %s: %w", ErrGatewayStatus, method, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %s %s: %w", ErrGatewayStatus, method, path, err)
+	}
+	return resp.StatusCode, body, nil
 }
 
 // SetupCode implements GatewayStatus (POST contract.RouteSetupCode).

@@ -104,6 +104,14 @@ func fakeMain() {
 			event("minted")
 			_ = json.NewEncoder(w).Encode(map[string]any{"setupCode": code, "expiresAtMs": time.Now().Add(time.Minute).UnixMilli()})
 		}, status.AuthNone)
+		_ = srv.HandleFunc("PUT /oce/v1/workspace/files/{name}", func(w http.ResponseWriter, r *http.Request) {
+			if !auth(r) {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(map[string]any{"code": "WORKSPACE_CONFLICT", "current": r.PathValue("name")})
+		}, status.AuthNone)
 		_ = srv.HandleFunc("GET /oce/v1/nodes", func(w http.ResponseWriter, r *http.Request) {
 			if !auth(r) {
 				w.WriteHeader(http.StatusUnauthorized)

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 
 	"oce.dev/oce/coordinator/compute"
@@ -82,6 +81,9 @@ type Driver struct {
 	deletedNS map[string]bool
 	deletedAg map[string]bool
 	rejected  map[string]compute.CredentialCheck
+
+	wsOnce sync.Once
+	wsp    *workspaces // workspace.go
 }
 
 var _ compute.Driver = (*Driver)(nil)
@@ -379,14 +381,3 @@ func (d *Driver) CheckCredential(ctx context.Context, rev state.Revision) (compu
 	return compute.CredentialCheck{Outcome: state.CredentialPassed, Reason: "2xx"}, nil
 }
 
-var _ compute.LogReader = (*Driver)(nil)
-
-// Logs implements compute.LogReader with one line per call naming what was
-// asked for, so tests of the API and occ see the plumbing work.
-func (d *Driver) Logs(_ context.Context, rev state.Revision, opts compute.LogOptions, w io.Writer) error {
-	if opts.Container != compute.ContainerGateway && opts.Container != compute.ContainerHarness {
-		return compute.ErrNoLogs
-	}
-	_, err := fmt.Fprintf(w, "memory driver: %s log of revision %d (%s)\n", opts.Container, rev.Number, rev.ID)
-	return err
-}
