@@ -129,6 +129,10 @@ func (e *env) teardown() {
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "occ dev down exited %d:\n%s", code, out)
 	}
+	if os.Getenv("OCE_E2E_KEEP") != "" { // a failure's logs, kept for reading
+		fmt.Fprintf(os.Stderr, "e2e: kept %s (OCE_E2E_KEEP)\n", e.root)
+		return
+	}
 	_ = os.RemoveAll(e.root)
 }
 
