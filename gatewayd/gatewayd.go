@@ -158,6 +158,7 @@ func (g *Gatewayd) run(parent context.Context) int {
 	g.status = status.New(status.Options{Addr: g.cfg.StatusAddr, Component: "gateway", RevisionID: g.cfg.RevisionID,
 		Log: g.log})
 	g.phases.Observe(g.status.PhaseObserver())
+	g.phases.ObserveStart(g.status.SetPhase)
 	if err := g.registerRoutes(g.status); err != nil {
 		g.log.Error("gatewayd: status routes", "error", err.Error())
 		return ExitFailed
