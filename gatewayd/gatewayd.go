@@ -172,6 +172,9 @@ func (g *Gatewayd) run(parent context.Context) int {
 	srvDone := make(chan struct{})
 	go func() { _ = g.status.Serve(srvCtx, ln); close(srvDone) }()
 	defer func() { srvCancel(); <-srvDone }()
+	if g.cfg.ProbeOnly {
+		return g.probeOnly(ctx, parent)
+	}
 	g.status.SetPluginStatus(status.PluginStatus{Phase: status.PluginPhasePending, SuccessfulPluginIDs: []string{}})
 	g.status.SetReadyCheck(g.childReady)
 
