@@ -183,6 +183,9 @@ type node struct {
 func Run(ctx context.Context, cfg Config) error {
 	n := &node{cfg: cfg.withDefaults()}
 	n.log = n.cfg.Log
+	if err := engine.ValidateCredentialCheck(n.cfg.Engine.CredentialCheck); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	defer n.close()
 	for _, step := range []struct {
 		name string

@@ -61,6 +61,23 @@ func gatewayURL(port int) string { return fmt.Sprintf("ws://127.0.0.1:%d", port)
 func kv(name, value string) string { return name + "=" + value }
 
 func (d *Driver) startGateway(_ context.Context, rev state.Revision, r *revRuntime) error {
+	env, node := d.gatewayEnv(rev, r)
+	if at := d.probeVouch(r); at != "" {
+		env = append(env, kv(contract.EnvModelProbePassedAt, at))
+	}
+	p, err := startProc(d.cfg.Runtimes.Tini, "gateway", []string{d.cfg.Binaries.Gatewayd}, env, filepath.Join(r.dir, "gateway"),
+		filepath.Join(r.dir, "gateway.log"))
+	if err != nil {
+		return compute.Transient(codes.TransientDependency, err)
+	}
+	r.Gateway, r.Staged, r.GatewayNodeID = p, false, node
+	d.log.Info("gateway started", "revision", rev.ID, "pid", p.PID, "port", r.Ports.Gateway, "workspaceNode", node)
+	return r.save()
+}
+
+// gatewayEnv is the gateway supervisor's environment (the runtime
+// contract) and the workspace node it pins ("" when none).
+func (d *Driver) gatewayEnv(rev state.Revision, r *revRuntime) ([]string, string) {
 	gw := filepath.Join(r.dir, "gateway")
 	agent := d.AgentDir(rev.NamespaceID, rev.AgentID)
 	env := append(d.baseEnv(rev, gw, r.Ports.GatewayStatus),
@@ -101,14 +118,7 @@ func (d *Driver) startGateway(_ context.Context, rev state.Revision, r *revRunti
 			env = append(env, kv(contract.EnvNPMCache, d.cfg.Runtimes.NPMCache))
 		}
 	}
-	p, err := startProc(d.cfg.Runtimes.Tini, "gateway", []string{d.cfg.Binaries.Gatewayd}, env, gw,
-		filepath.Join(r.dir, "gateway.log"))
-	if err != nil {
-		return compute.Transient(codes.TransientDependency, err)
-	}
-	r.Gateway, r.Staged, r.GatewayNodeID = p, false, node
-	d.log.Info("gateway started", "revision", rev.ID, "pid", p.PID, "port", r.Ports.Gateway, "workspaceNode", node)
-	return r.save()
+	return env, node
 }
 
 // assetsSource is the bundled skills directory of the installed openclaw.
