@@ -168,6 +168,7 @@ func TestDedicatedCodex(t *testing.T) {
 	require.Equal(t, occ.ExitFailed, code, out)
 	require.Contains(t, out, "AUTHENTICATION_FAILED", out)
 	require.True(t, anyAlive(predecessor), "a bad key never takes the serving Agent down (credential check before cutover)")
+	require.Equal(t, a.ActiveRevisionID, e.agent(t, "coder").ActiveRevisionID)
 
 	// Repair: a good key deploys again.
 	e.mustOcc(t, "agent", "update", "coder", "--auth-method", "api_key", "--auth-ref", "local:"+occ.DevDemoKey)
