@@ -65,7 +65,7 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 	case snap.Staged:
 		// Embedded preparation does not validate the replacement: it starts
 		// (and checks its credentials) at activation (seed 000 step 3).
-		return compute.Observation{Ready: true, Reason: ReasonStaged}, nil
+		return compute.Observation{Ready: true, Reason: ReasonStaged, Staged: true}, nil
 	}
 	gwAddr := fmt.Sprintf("127.0.0.1:%d", snap.Ports.GatewayStatus)
 	if snap.Topology == contract.DedicatedCodex {

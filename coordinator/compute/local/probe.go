@@ -52,7 +52,7 @@ func (d *Driver) ensureProbe(rev state.Revision, r *revRuntime) error {
 // not ready while it runs, ready (still staged) once it passed.
 func (d *Driver) observeProbe(ctx context.Context, r *revRuntime, snap revRuntime) compute.Observation {
 	if snap.ProbePassedAtMs > 0 {
-		return compute.Observation{Ready: true, Reason: ReasonStaged}
+		return compute.Observation{Ready: true, Reason: ReasonStaged, Staged: true}
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", snap.Ports.GatewayStatus)
 	if obs, done := observeOne(ctx, snap.Probe, addr, ReasonProbeExited, ReasonProbing); done {
@@ -73,7 +73,7 @@ func (d *Driver) observeProbe(ctx context.Context, r *revRuntime, snap revRuntim
 		d.log.Warn("record probe result failed", "revision", r.RevisionID, "error", err.Error())
 	}
 	d.log.Info("model probe passed before cutover", "revision", r.RevisionID)
-	return compute.Observation{Ready: true, Reason: ReasonStaged}
+	return compute.Observation{Ready: true, Reason: ReasonStaged, Staged: true}
 }
 
 // stopProbe stops the revision's probe-only gatewayd, if any.

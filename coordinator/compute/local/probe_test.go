@@ -119,7 +119,7 @@ func TestSeedOrderStagesWithoutProbe(t *testing.T) {
 	require.NoError(t, f.d.PrepareRevision(ctx, r2))
 	obs, err := f.d.ObserveRevision(ctx, r2)
 	require.NoError(t, err)
-	require.Equal(t, compute.Observation{Ready: true, Reason: ReasonStaged}, obs)
+	require.Equal(t, compute.Observation{Ready: true, Reason: ReasonStaged, Staged: true}, obs)
 	require.Nil(t, f.d.revs["rev2"].Probe)
 	require.NoError(t, f.d.ActivateRevision(ctx, r2))
 	f.waitReady(t, r2)
