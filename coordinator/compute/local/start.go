@@ -36,21 +36,12 @@ func (d *Driver) baseEnv(rev state.Revision, dir string, statusPort int) []strin
 	return append(env, d.cfg.Env...)
 }
 
-// providerEnv renders the offline endpoint overrides. gatewayd takes the
-// provider's origin (it appends /v1/… like the upfront check); harnessd
-// hands the value to Codex as base_url, which Codex POSTs {base_url}/responses
-// to, so the Harness gets the /v1 base (CODEX.md §4).
+// providerEnv renders the offline endpoint overrides
+// (contract.ProviderEndpoints).
 func (d *Driver) providerEnv(harness bool) []string {
 	var env []string
-	for _, p := range contract.Providers() {
-		u := strings.TrimRight(d.cfg.ProviderBaseURLs[p], "/")
-		if u == "" {
-			continue
-		}
-		if harness && !strings.HasSuffix(u, "/v1") {
-			u += "/v1"
-		}
-		env = append(env, kv(contract.EnvProviderBaseURLPrefix+p, u))
+	for _, e := range contract.ProviderEndpoints(d.cfg.ProviderBaseURLs, harness) {
+		env = append(env, kv(e.Name, e.Value))
 	}
 	return env
 }
