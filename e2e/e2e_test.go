@@ -77,11 +77,12 @@ func TestEmbeddedOpenClaw(t *testing.T) {
 	first := a.ActiveRevisionID
 
 	// Redeploy: the predecessor is retired and the Agent answers again.
-	e.mustOcc(t, "agent", "deploy", "emb", "--wait", "--timeout", "5m")
-	step("redeploy committed")
+	e.mustOcc(t, "agent", "deploy", "emb", "--wait", "--timeout", "8m")
+	step("redeploy serving")
 	a = e.agent(t, "emb")
 	require.NotEqual(t, first, a.ActiveRevisionID)
-	// deploy --wait returns at the commit; retirement finishes the work.
+	// deploy --wait returns once the new revision is observed serving;
+	// retirement finishes the work.
 	require.Eventually(t, func() bool {
 		revs := e.revisions(t, "emb")
 		require.Len(t, revs, 2)
