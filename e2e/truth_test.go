@@ -109,9 +109,14 @@ func (e *env) startSender(t testing.TB, agent string) *sender {
 				return
 			default:
 			}
+			// A session of its own per turn: a turn a cutover interrupts
+			// leaves its session to the runtime's recovery, which is not
+			// what this measures.
 			start := time.Now()
-			out, code := e.occ(t, "agent", "send", agent, fmt.Sprintf("are you there %d", i), "--timeout", "2m")
-			r := sendResult{start: start, end: time.Now(), ok: code == 0 && strings.Contains(out, FakeReply), out: out}
+			out, code := e.occ(t, "agent", "send", agent, fmt.Sprintf("are you there %d", i), "--timeout", "2m",
+				"--session", fmt.Sprintf("availability-%d-%d", start.UnixNano(), i))
+			r := sendResult{start: start, end: time.Now(), ok: code == 0 && strings.Contains(out, FakeReply),
+				out: fmt.Sprintf("exit %d: %s", code, out)}
 			s.mu.Lock()
 			s.sends = append(s.sends, r)
 			s.mu.Unlock()
