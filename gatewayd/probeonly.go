@@ -3,13 +3,10 @@ package gatewayd
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"time"
 
-	"oce.dev/oce/shared/codes"
 	"oce.dev/oce/shared/contract"
-	"oce.dev/oce/shared/phase"
 )
 
 // The embedded model probe before cutover (contract.EnvModelProbeOnly): a
@@ -67,18 +64,9 @@ func (g *Gatewayd) probeVouched() bool {
 // StatusModelProbe saying when), held when it failed; either way it waits
 // for the stop.
 func (g *Gatewayd) probeOnly(ctx, parent context.Context) int {
-	var rendered Rendered
-	admitted, rerr := os.ReadFile(g.cfg.AdmittedConfig)
-	if rerr == nil {
-		rendered, rerr = Render(admitted, g.renderInput())
-	} else {
-		rerr = fmt.Errorf("%w: unreadable", ErrAdmittedConfig)
-	}
+	b := g.renderAdmitted()
 	if err := g.phases.Run(ctx, PhaseModelProbe, func(ctx context.Context) error {
-		if rerr != nil {
-			return phase.FailCheck(PhaseModelProbe, codes.NotConfigured, rerr)
-		}
-		return g.modelProbe(ctx, rendered)
+		return g.probeStep(ctx, b)
 	}); err != nil {
 		exit, _ := g.failed(parent, PhaseModelProbe, err)
 		return exit
