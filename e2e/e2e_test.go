@@ -77,11 +77,12 @@ func TestEmbeddedOpenClaw(t *testing.T) {
 	first := a.ActiveRevisionID
 
 	// Redeploy: the predecessor is retired and the Agent answers again.
-	e.mustOcc(t, "agent", "deploy", "emb", "--wait", "--timeout", "5m")
-	step("redeploy committed")
+	e.mustOcc(t, "agent", "deploy", "emb", "--wait", "--timeout", "8m")
+	step("redeploy serving")
 	a = e.agent(t, "emb")
 	require.NotEqual(t, first, a.ActiveRevisionID)
-	// deploy --wait returns at the commit; retirement finishes the work.
+	// deploy --wait returns once the new revision is observed serving;
+	// retirement finishes the work.
 	require.Eventually(t, func() bool {
 		revs := e.revisions(t, "emb")
 		require.Len(t, revs, 2)
@@ -168,6 +169,7 @@ func TestDedicatedCodex(t *testing.T) {
 	require.Equal(t, occ.ExitFailed, code, out)
 	require.Contains(t, out, "AUTHENTICATION_FAILED", out)
 	require.True(t, anyAlive(predecessor), "a bad key never takes the serving Agent down (credential check before cutover)")
+	require.Equal(t, a.ActiveRevisionID, e.agent(t, "coder").ActiveRevisionID)
 
 	// Repair: a good key deploys again.
 	e.mustOcc(t, "agent", "update", "coder", "--auth-method", "api_key", "--auth-ref", "local:"+occ.DevDemoKey)

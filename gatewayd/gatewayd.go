@@ -158,6 +158,7 @@ func (g *Gatewayd) run(parent context.Context) int {
 	g.status = status.New(status.Options{Addr: g.cfg.StatusAddr, Component: "gateway", RevisionID: g.cfg.RevisionID,
 		Log: g.log})
 	g.phases.Observe(g.status.PhaseObserver())
+	g.phases.ObserveStart(g.status.SetPhase)
 	if err := g.registerRoutes(g.status); err != nil {
 		g.log.Error("gatewayd: status routes", "error", err.Error())
 		return ExitFailed
@@ -171,6 +172,9 @@ func (g *Gatewayd) run(parent context.Context) int {
 	srvDone := make(chan struct{})
 	go func() { _ = g.status.Serve(srvCtx, ln); close(srvDone) }()
 	defer func() { srvCancel(); <-srvDone }()
+	if g.cfg.ProbeOnly {
+		return g.probeOnly(ctx, parent)
+	}
 	g.status.SetPluginStatus(status.PluginStatus{Phase: status.PluginPhasePending, SuccessfulPluginIDs: []string{}})
 	g.status.SetReadyCheck(g.childReady)
 

@@ -144,10 +144,11 @@ func (s *devStart) prepare(ctx context.Context) error {
 }
 
 // detached prepares cmd to outlive occ: its own session, no stdin, a
-// minimal environment (never this shell's provider keys).
+// minimal environment (never this shell's provider keys). The coordinator's
+// activation order (OCE_CREDENTIAL_CHECK) is the one setting passed on.
 func detached(cmd *exec.Cmd) *exec.Cmd {
 	cmd.Stdin = nil
-	cmd.Env = supervise.MinimalEnv("PATH", "HOME", "XDG_CACHE_HOME", "LANG", "GOCOVERDIR")
+	cmd.Env = supervise.MinimalEnv("PATH", "HOME", "XDG_CACHE_HOME", "LANG", "GOCOVERDIR", "OCE_CREDENTIAL_CHECK")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	return cmd
 }

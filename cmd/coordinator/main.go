@@ -107,7 +107,7 @@ func command() *cobra.Command {
 	f.BoolVar(&preVote, "raft-prevote", true, "Raft pre-vote: a member cut off and back does not depose a healthy leader (off only for comparisons)")
 	f.IntVar(&cfg.Engine.Concurrency, "engine-concurrency", engine.DefaultConcurrency, "Agents the activation engine processes in parallel")
 	f.StringVar(&cfg.Engine.CredentialCheck, "credential-check", env("OCE_CREDENTIAL_CHECK", engine.CredentialCheckBeforeCutover),
-		"activation order: before-cutover checks a candidate's credential before any predecessor is stopped; seed keeps the seeds' order (env OCE_CREDENTIAL_CHECK)")
+		"activation order: before-cutover checks a candidate's credential (and runs an embedded replacement's model probe) before any predecessor is stopped; seed keeps the seeds' order (env OCE_CREDENTIAL_CHECK)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "graceful stop budget")
 	return cmd
 }

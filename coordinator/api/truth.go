@@ -51,6 +51,9 @@ func (s *server) revisionView(r state.Revision) wire.Revision {
 	// The active revision's runtime is what the health watcher observes.
 	if a, ok := m.Agent(r.AgentID); ok && a.ActiveRevisionID == r.ID {
 		if h, ok := m.Health(a.ID); ok && h.RevisionID == r.ID {
+			// The phase recorded before the commit is history now (an
+			// embedded replacement probed before its cutover).
+			v.Phase = ""
 			v.HeldCode, v.CauseKind, v.CauseDetail = h.HeldCode, h.CauseKind, h.CauseDetail
 			if !h.Ready {
 				v.Reason = h.Reason

@@ -106,6 +106,10 @@ type Observation struct {
 	// Phase is the runtime's latest startup phase (closed set of the
 	// supervisors' phase names), when the driver can read it.
 	Phase string
+	// Staged: ready to be cut over, but not serving — an embedded
+	// replacement whose gateway starts at activation. The engine may commit
+	// it; the health watcher never counts it as serving.
+	Staged bool
 }
 
 // StopResult is the outcome of StopRevision.

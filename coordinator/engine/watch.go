@@ -112,7 +112,9 @@ func (e *Engine) observeOne(ctx context.Context, a state.Agent, rev state.Revisi
 			return
 		}
 	}
-	p := state.ObserveAgent{AgentID: a.ID, RevisionID: rev.ID, Ready: obs.Ready && obs.HeldCode == "",
+	// A staged revision (committed, its gateway not started yet) is not
+	// serving.
+	p := state.ObserveAgent{AgentID: a.ID, RevisionID: rev.ID, Ready: obs.Ready && !obs.Staged && obs.HeldCode == "",
 		Reason: obs.Reason, HeldCode: string(obs.HeldCode)}
 	if obs.Cause != nil {
 		p.CauseKind, p.CauseDetail = string(obs.Cause.Kind), obs.Cause.Detail

@@ -82,8 +82,8 @@ func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 }
 
 // kubernetesConfigFromEnv reads the driver's settings: images, storage
-// class and the node selectors (data plane, and the trusted pool of
-// dedicated Gateways, seed 000 step 2).
+// class, the node selectors (data plane, and the trusted pool of dedicated
+// Gateways, seed 000 step 2) and the model endpoint overrides.
 func kubernetesConfigFromEnv(getenv func(string) string) (kubernetes.Config, error) {
 	cfg := kubernetes.Config{GatewayImage: getenv(envGatewayImage), HarnessImage: getenv(envHarnessImage),
 		StorageClass: getenv(envStorageClass)}
@@ -93,6 +93,9 @@ func kubernetesConfigFromEnv(getenv func(string) string) (kubernetes.Config, err
 	}
 	if cfg.GatewayNodeSelector, err = kubernetes.ParseNodeSelector(getenv(envGatewayNodeSelector)); err != nil {
 		return cfg, fmt.Errorf("%w: %s: %w", ErrDriverConfig, envGatewayNodeSelector, err)
+	}
+	if cfg.ProviderBaseURLs, err = providerBaseURLs(getenv); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }

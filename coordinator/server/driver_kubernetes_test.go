@@ -72,6 +72,17 @@ func TestKubernetesConfigFromEnv(t *testing.T) {
 	_, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
 	require.ErrorIs(t, err, kubernetes.ErrBadNodeSelector)
 	require.ErrorContains(t, err, envGatewayNodeSelector)
+
+	// The model endpoint overrides reach the driver (its credential check
+	// and its rendering).
+	delete(env, envGatewayNodeSelector)
+	env["OCE_MODEL_PROVIDER_BASE_URL_OPENAI"] = "http://fake-provider.oce-test.svc:8080"
+	cfg, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"OPENAI": "http://fake-provider.oce-test.svc:8080"}, cfg.ProviderBaseURLs)
+	env["OCE_MODEL_PROVIDER_BASE_URL_OPENAI"] = "fake-provider:8080"
+	_, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "OCE_MODEL_PROVIDER_BASE_URL_OPENAI")
 }
 
 // A wrong image variable stops the start before anything is contacted, with

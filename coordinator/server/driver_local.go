@@ -8,6 +8,7 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/compute/local"
+	"oce.dev/oce/coordinator/engine"
 	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/runtimes"
 )
@@ -76,5 +77,11 @@ func newLocalDriver(cfg Config) (compute.Driver, error) {
 	}
 	return local.New(local.Config{DataDir: lc.Root, Binaries: bins, Runtimes: paths, ProviderBaseURLs: bases,
 		Credentials: local.SecretDir(lc.SecretsDir), AllowHostNetwork: lc.AllowHostNetwork, LogLevel: lc.LogLevel,
-		Logger: log.With("component", "compute")})
+		Logger: log.With("component", "compute"), ProbeBeforeCutover: probeBeforeCutover(cfg)})
+}
+
+// probeBeforeCutover: the before-cutover activation order (the default)
+// also runs a staged embedded replacement's model probe before cutover.
+func probeBeforeCutover(cfg Config) bool {
+	return cfg.Engine.CredentialCheck != engine.CredentialCheckSeed
 }

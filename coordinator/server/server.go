@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/api"
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/authn"
@@ -183,6 +184,9 @@ type node struct {
 func Run(ctx context.Context, cfg Config) error {
 	n := &node{cfg: cfg.withDefaults()}
 	n.log = n.cfg.Log
+	if err := engine.ValidateCredentialCheck(n.cfg.Engine.CredentialCheck); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	defer n.close()
 	for _, step := range []struct {
 		name string
@@ -198,6 +202,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	go warmSchema(n.log)
 	serveErr, err := n.serve()
 	if err != nil {
 		return err
@@ -215,6 +220,17 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	n.shutdown()
 	return runErr
+}
+
+// warmSchema compiles the OpenClaw configuration schema in the background,
+// so the first Configuration save is not seconds slower than the next.
+func warmSchema(log *slog.Logger) {
+	start := time.Now()
+	if err := admission.WarmSchema(); err != nil {
+		log.Error("openclaw schema does not compile", "error", err.Error())
+		return
+	}
+	log.Debug("openclaw schema compiled", "ms", time.Since(start).Milliseconds())
 }
 
 // identity prepares the data dir, the node id and the bearer token.

@@ -613,3 +613,20 @@ func TestEchoesMarkersOfTheInstructions(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, r.Echo)
 }
+
+// TestUpfrontOnlyKey: such a key passes the upfront check's empty request
+// and is refused on every model request (HTTP and WebSocket paths alike go
+// through authorized).
+func TestUpfrontOnlyKey(t *testing.T) {
+	s := start(t, Options{ValidKeys: []string{"good"}})
+	k := UpfrontOnlyKeyPrefix + "1"
+	resp := post(t, s.URL()+"/v1/responses", `{}`, "Authorization", "Bearer "+k)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "the upfront check passes")
+	resp = post(t, s.URL()+"/v1/responses", responsesBody("x", false), "Authorization", "Bearer "+k)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a model request is refused")
+	resp = post(t, s.URL()+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, "Authorization", "Bearer "+k)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	open := start(t, Options{})
+	resp = post(t, open.URL()+"/v1/responses", responsesBody("x", false), "Authorization", "Bearer "+k)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "refused even when every key is accepted")
+}

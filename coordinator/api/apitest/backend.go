@@ -59,6 +59,9 @@ type Backend struct {
 	ProposeHook func(typ string) error
 	// ContextHook, when set, sees each proposal's context (actor checks).
 	ContextHook func(ctx context.Context)
+	// EntryHook, when set, sees each encoded log entry before it is
+	// applied: the bytes a Raft log would store and replicate.
+	EntryHook func(entry []byte)
 }
 
 // New returns a leader Backend over a fresh Machine with the in-memory
@@ -119,7 +122,11 @@ func (b *Backend) Propose(ctx context.Context, typ string, payload any) (any, er
 	}
 	b.mu.Lock()
 	b.proposals++
+	entryHook := b.EntryHook
 	b.mu.Unlock()
+	if entryHook != nil {
+		entryHook(entry)
+	}
 	return b.M.ApplyBytes(entry)
 }
 

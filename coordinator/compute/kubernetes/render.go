@@ -254,6 +254,7 @@ func (d *Driver) gatewayDeployment(p *plan, modelKeys []string, node string) *ap
 			e = append(e, env(contract.EnvWorkspaceNodeID, node)...)
 		}
 	}
+	e = append(e, d.providerEnv(false)...)
 	volumes := append(emptyDirs(),
 		corev1.Volume{Name: "gateway-state", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.n.gatewayState}}},
 		corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
@@ -321,6 +322,7 @@ func (d *Driver) harnessDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 		e = append(e, corev1.EnvVar{Name: contract.EnvCodexWorkspaceID, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: p.n.harnessSecrets}, Key: contract.SecretCodexWorkspaceID}}})
 	}
+	e = append(e, d.providerEnv(true)...)
 	sources := []corev1.VolumeProjection{projected(p.n.transport, contract.SecretAppServerToken, contract.SecretPluginStatusKey)}
 	if len(modelKeys) > 0 {
 		sources = append(sources, projected(p.n.harnessSecrets, modelKeys...))

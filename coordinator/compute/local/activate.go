@@ -41,6 +41,9 @@ func (d *Driver) ActivateRevision(ctx context.Context, rev state.Revision) error
 			return err
 		}
 	}
+	if err := d.stopProbe(ctx, r); err != nil {
+		return err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if r.Staged || !r.Gateway.Alive() {

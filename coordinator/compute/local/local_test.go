@@ -198,7 +198,7 @@ func TestEmbeddedReplacementIsStagedUntilActivation(t *testing.T) {
 	require.NoError(t, f.d.PrepareRevision(ctx, r2))
 	obs, err := f.d.ObserveRevision(ctx, r2)
 	require.NoError(t, err)
-	require.Equal(t, compute.Observation{Ready: true, Reason: ReasonStaged}, obs)
+	require.Equal(t, compute.Observation{Ready: true, Reason: ReasonStaged, Staged: true}, obs)
 	require.Nil(t, f.d.revs["rev2"].Gateway, "a staged replacement does not start beside the serving gateway")
 	require.Equal(t, "gateway rev1", dialRoute(t, f.data, "agent1"), "the predecessor keeps serving")
 

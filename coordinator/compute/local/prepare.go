@@ -37,8 +37,10 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 	if r != nil && !r.Stopped {
 		switch {
 		case r.Staged && d.liveGatewayOf(rev.AgentID, rev.ID) == nil:
-			return d.startGateway(ctx, rev, r)
-		case r.Staged, r.Gateway.Alive() || topo == contract.DedicatedCodex && r.Harness.Alive():
+			return d.unstage(ctx, rev, r)
+		case r.Staged:
+			return d.ensureProbe(rev, r)
+		case r.Gateway.Alive() || topo == contract.DedicatedCodex && r.Harness.Alive():
 			return nil
 		}
 	}
@@ -57,7 +59,7 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 			r.Ports.HarnessStatus, r.Ports.AppServer = ports[2], ports[3]
 		}
 	}
-	r.Stopped, r.Enrolled, r.EnrollExpiresAtMs = false, false, 0
+	r.Stopped, r.Enrolled, r.EnrollExpiresAtMs, r.ProbePassedAtMs = false, false, 0, 0
 	if err := d.materialize(ctx, rev, r); err != nil {
 		return err
 	}
@@ -69,7 +71,10 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 	}
 	if topo == contract.Embedded && d.liveGatewayOf(rev.AgentID, rev.ID) != nil {
 		r.Staged = true
-		return r.save()
+		if err := r.save(); err != nil {
+			return err
+		}
+		return d.ensureProbe(rev, r)
 	}
 	return d.startGateway(ctx, rev, r)
 }

@@ -47,6 +47,10 @@ type revRuntime struct {
 	// Staged: an embedded replacement waiting for activation to take over
 	// the Agent's gateway state (the Recreate cutover of seed 000 step 3).
 	Staged bool `json:"staged,omitempty"`
+	// Probe is a staged replacement's probe-only gatewayd (the model probe
+	// before cutover); ProbePassedAtMs is when its probe passed.
+	Probe           *proc.Process `json:"probe,omitempty"`
+	ProbePassedAtMs int64         `json:"probePassedAtMs,omitempty"`
 	// Stopped: the driver stopped it and nothing started it since.
 	Stopped bool `json:"stopped,omitempty"`
 	// Stops counts stops that found it running; running again after one
@@ -63,7 +67,7 @@ type revRuntime struct {
 	dir string
 }
 
-func (r *revRuntime) running() bool { return r.Gateway.Alive() || r.Harness.Alive() }
+func (r *revRuntime) running() bool { return r.Gateway.Alive() || r.Harness.Alive() || r.Probe.Alive() }
 
 func (r *revRuntime) save() error {
 	b, err := json.MarshalIndent(r, "", "  ")

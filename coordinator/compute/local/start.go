@@ -36,21 +36,12 @@ func (d *Driver) baseEnv(rev state.Revision, dir string, statusPort int) []strin
 	return append(env, d.cfg.Env...)
 }
 
-// providerEnv renders the offline endpoint overrides. gatewayd takes the
-// provider's origin (it appends /v1/… like the upfront check); harnessd
-// hands the value to Codex as base_url, which Codex POSTs {base_url}/responses
-// to, so the Harness gets the /v1 base (CODEX.md §4).
+// providerEnv renders the offline endpoint overrides
+// (contract.ProviderEndpoints).
 func (d *Driver) providerEnv(harness bool) []string {
 	var env []string
-	for _, p := range contract.Providers() {
-		u := strings.TrimRight(d.cfg.ProviderBaseURLs[p], "/")
-		if u == "" {
-			continue
-		}
-		if harness && !strings.HasSuffix(u, "/v1") {
-			u += "/v1"
-		}
-		env = append(env, kv(contract.EnvProviderBaseURLPrefix+p, u))
+	for _, e := range contract.ProviderEndpoints(d.cfg.ProviderBaseURLs, harness) {
+		env = append(env, kv(e.Name, e.Value))
 	}
 	return env
 }
@@ -61,6 +52,23 @@ func gatewayURL(port int) string { return fmt.Sprintf("ws://127.0.0.1:%d", port)
 func kv(name, value string) string { return name + "=" + value }
 
 func (d *Driver) startGateway(_ context.Context, rev state.Revision, r *revRuntime) error {
+	env, node := d.gatewayEnv(rev, r)
+	if at := d.probeVouch(r); at != "" {
+		env = append(env, kv(contract.EnvModelProbePassedAt, at))
+	}
+	p, err := startProc(d.cfg.Runtimes.Tini, "gateway", []string{d.cfg.Binaries.Gatewayd}, env, filepath.Join(r.dir, "gateway"),
+		filepath.Join(r.dir, "gateway.log"))
+	if err != nil {
+		return compute.Transient(codes.TransientDependency, err)
+	}
+	r.Gateway, r.Staged, r.GatewayNodeID = p, false, node
+	d.log.Info("gateway started", "revision", rev.ID, "pid", p.PID, "port", r.Ports.Gateway, "workspaceNode", node)
+	return r.save()
+}
+
+// gatewayEnv is the gateway supervisor's environment (the runtime
+// contract) and the workspace node it pins ("" when none).
+func (d *Driver) gatewayEnv(rev state.Revision, r *revRuntime) ([]string, string) {
 	gw := filepath.Join(r.dir, "gateway")
 	agent := d.AgentDir(rev.NamespaceID, rev.AgentID)
 	env := append(d.baseEnv(rev, gw, r.Ports.GatewayStatus),
@@ -101,14 +109,7 @@ func (d *Driver) startGateway(_ context.Context, rev state.Revision, r *revRunti
 			env = append(env, kv(contract.EnvNPMCache, d.cfg.Runtimes.NPMCache))
 		}
 	}
-	p, err := startProc(d.cfg.Runtimes.Tini, "gateway", []string{d.cfg.Binaries.Gatewayd}, env, gw,
-		filepath.Join(r.dir, "gateway.log"))
-	if err != nil {
-		return compute.Transient(codes.TransientDependency, err)
-	}
-	r.Gateway, r.Staged, r.GatewayNodeID = p, false, node
-	d.log.Info("gateway started", "revision", rev.ID, "pid", p.PID, "port", r.Ports.Gateway, "workspaceNode", node)
-	return r.save()
+	return env, node
 }
 
 // assetsSource is the bundled skills directory of the installed openclaw.

@@ -34,6 +34,9 @@ func (d *Driver) stopRuntime(ctx context.Context, r *revRuntime) (compute.StopRe
 	cameBack := wasRunning && r.Stops > 0
 	gw, har := r.Gateway, r.Harness
 	d.mu.Unlock()
+	if err := d.stopProbe(ctx, r); err != nil {
+		return compute.StopResult{}, err
+	}
 	if gone, err := proc.Stop(ctx, gw, d.cfg.GatewayStopWait, d.cfg.LeftoverGrace, d.cfg.PollInterval); err != nil {
 		return compute.StopResult{}, compute.Transient(codes.TransientDependency, err)
 	} else if !gone {
@@ -126,6 +129,9 @@ func (d *Driver) Shutdown(ctx context.Context) {
 	for _, r := range rs {
 		go func() {
 			defer func() { done <- struct{}{} }()
+			if _, err := proc.Stop(ctx, r.Probe, d.cfg.GatewayStopWait, d.cfg.LeftoverGrace, d.cfg.PollInterval); err != nil {
+				return
+			}
 			if _, err := proc.Stop(ctx, r.Gateway, d.cfg.GatewayStopWait, d.cfg.LeftoverGrace, d.cfg.PollInterval); err != nil {
 				return
 			}

@@ -141,6 +141,14 @@ func (d *Driver) Hold(revID string, code codes.Code, cause *codes.Cause) {
 	d.held[revID] = compute.Observation{Reason: "held", HeldCode: code, Cause: cause}
 }
 
+// Observe makes every later ObserveRevision of revID answer obs (a staged
+// replacement, a runtime in a given phase); Hold is the held case.
+func (d *Driver) Observe(revID string, obs compute.Observation) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.held[revID] = obs
+}
+
 // ComeBack simulates a stopped runtime started again behind the engine's
 // back (a lost claim's late write): the next StopRevision reports CameBack.
 func (d *Driver) ComeBack(revID string) {
