@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin
 TEST_TIMEOUT ?= 45m
 
-.PHONY: help build test test-short bench lint fuzz runtimes k8s-testenv images demo clean
+.PHONY: help build test test-short bench chaos lint fuzz runtimes k8s-testenv images chromium screenshots demo clean
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -23,15 +23,21 @@ k8s-testenv: ## build the pinned test control plane, kubelet, kube-proxy and con
 images: ## build the coordinator, gateway and harness images without a registry (OCI archives in the shared cache)
 	@bash scripts/images.sh >/dev/null
 
-test: runtimes k8s-testenv images ## run every test (real runtimes in loopback-only namespaces, a real kube-apiserver)
+chromium: ## install headless Chromium (Debian) for the console's browser tests
+	@bash scripts/chromium.sh
+
+test: runtimes k8s-testenv images chromium ## run every test (real runtimes in loopback-only namespaces, a real kube-apiserver)
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-short: ## unit tests only (no real runtimes)
 	$(GO) test -count=1 -short ./...
 
-bench: runtimes k8s-testenv images ## run the benchmarks that docs/PERFORMANCE.md reports
+bench: runtimes k8s-testenv images chromium ## run the benchmarks that docs/PERFORMANCE.md reports
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
+
+chaos: ## long history-checked chaos run of 3 coordinators (CHAOS_DURATION, default 10m; CHAOS_SEED=N replays a run)
+	CHAOS_DURATION=$${CHAOS_DURATION:-10m} $(GO) test -count=1 -v -run '^TestChaos$$' -timeout $${CHAOS_TIMEOUT:-90m} ./coordinator/clustertest/
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
@@ -39,6 +45,9 @@ lint: ## gofmt and go vet
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	@bash scripts/fuzz.sh $${FUZZTIME:-30s}
+
+screenshots: runtimes chromium ## refresh docs/console/*.png from the console's browser test
+	OCE_UPDATE_SCREENSHOTS=1 $(GO) test -count=1 -timeout 30m -run 'TestConsole' ./e2e/
 
 demo: build runtimes ## quickstart: start oce on the embedded default and deploy an Agent
 	@bash scripts/demo.sh

@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,11 +77,12 @@ func TestEmbeddedOpenClaw(t *testing.T) {
 	first := a.ActiveRevisionID
 
 	// Redeploy: the predecessor is retired and the Agent answers again.
-	e.mustOcc(t, "agent", "deploy", "emb", "--wait", "--timeout", "5m")
-	step("redeploy committed")
+	e.mustOcc(t, "agent", "deploy", "emb", "--wait", "--timeout", "8m")
+	step("redeploy serving")
 	a = e.agent(t, "emb")
 	require.NotEqual(t, first, a.ActiveRevisionID)
-	// deploy --wait returns at the commit; retirement finishes the work.
+	// deploy --wait returns once the new revision is observed serving;
+	// retirement finishes the work.
 	require.Eventually(t, func() bool {
 		revs := e.revisions(t, "emb")
 		require.Len(t, revs, 2)
@@ -130,9 +132,11 @@ func stepper(t testing.TB) func(string) {
 }
 
 // TestDedicatedCodex: deploy → node enrolled → ready; redeploy with a bad
-// key → held AUTHENTICATION_FAILED, deploy --wait exits non-zero naming it,
-// and the predecessor was stopped first (seed 000: dedicated requires
-// stopped predecessors); repair → active again, one activate audit record per
+// key → AUTHENTICATION_FAILED, deploy --wait exits non-zero naming it, and
+// the serving predecessor keeps running (the coordinator's default
+// credential check before cutover refuses the key before any predecessor is
+// stopped; --credential-check seed keeps the seeds' stop-first order);
+// repair → active again, one activate audit record per
 // activated revision; delete → every process and dir gone.
 func TestDedicatedCodex(t *testing.T) {
 	e := &shared
@@ -164,7 +168,8 @@ func TestDedicatedCodex(t *testing.T) {
 	step("bad key failed")
 	require.Equal(t, occ.ExitFailed, code, out)
 	require.Contains(t, out, "AUTHENTICATION_FAILED", out)
-	require.False(t, anyAlive(predecessor), "the dedicated predecessor was stopped before the candidate was prepared")
+	require.True(t, anyAlive(predecessor), "a bad key never takes the serving Agent down (credential check before cutover)")
+	require.Equal(t, a.ActiveRevisionID, e.agent(t, "coder").ActiveRevisionID)
 
 	// Repair: a good key deploys again.
 	e.mustOcc(t, "agent", "update", "coder", "--auth-method", "api_key", "--auth-ref", "local:"+occ.DevDemoKey)
@@ -219,6 +224,27 @@ func TestDedicatedCodexTurn(t *testing.T) {
 	require.Contains(t, tool, "Tool result received.", "Codex ran the tool call in the Harness and sent its result back")
 	require.Contains(t, tool, FakeReply)
 	step("tool turn")
+
+	// The workspace documents go through the Gateway to the pinned node:
+	// written on the Harness claim, versions checked by the node, no copy on
+	// the Gateway. (Codex reads AGENTS.md when it starts a thread; the
+	// gateway's codex plugin kept this session's thread, so the next turn is
+	// not where to look for it.)
+	const marker = "OCE-ECHO-codex-agents"
+	doc := filepath.Join(e.root, "codex-agents.md")
+	require.NoError(t, os.WriteFile(doc, []byte("# Rules\nMention "+marker+".\n"), 0o600))
+	e.mustOcc(t, "agent", "files", "put", "codex-turn", "AGENTS.md", "-f", doc, "--force")
+	onNode, err := os.ReadFile(filepath.Join(agentDir, "harness-workspace", "workspace", "AGENTS.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(onNode), marker, "written in the Harness workspace by the node")
+	f := e.file(t, "codex-turn", "AGENTS.md")
+	require.Equal(t, string(onNode), f.Content)
+	out, code := e.occ(t, "agent", "files", "put", "codex-turn", "AGENTS.md", "-f", doc, "--replaces", strings.Repeat("0", 64))
+	require.Equal(t, occ.ExitErr, code, out)
+	require.Contains(t, out, "changed since the version you started from", "the node refused a stale version")
+	require.Contains(t, out, f.SHA256)
+	require.NoDirExists(t, filepath.Join(agentDir, "gateway-state", "workspace"), "the dedicated Gateway keeps no copy")
+	step("workspace through the node")
 
 	procs := e.agentProcs(t, a.ID)
 	e.mustOcc(t, "agent", "delete", "codex-turn")

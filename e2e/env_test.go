@@ -49,6 +49,9 @@ type env struct {
 	addr    string
 	upTook  time.Duration
 	started time.Time
+	// extraEnv is added to every occ binary's environment (a benchmark's
+	// OCE_CREDENTIAL_CHECK, which occ dev up hands its coordinator).
+	extraEnv []string
 }
 
 var shared env
@@ -129,6 +132,10 @@ func (e *env) teardown() {
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "occ dev down exited %d:\n%s", code, out)
 	}
+	if os.Getenv("OCE_E2E_KEEP") != "" { // a failure's logs, kept for reading
+		fmt.Fprintf(os.Stderr, "e2e: kept %s (OCE_E2E_KEEP)\n", e.root)
+		return
+	}
 	_ = os.RemoveAll(e.root)
 }
 
@@ -139,7 +146,8 @@ func (e *env) devDir() string { return filepath.Join(e.root, occ.DefaultDevDir) 
 func (e *env) occBin(ctx context.Context, args ...string) (string, int) {
 	cmd := exec.CommandContext(ctx, filepath.Join(e.bin, "occ"), args...)
 	cmd.Dir = e.root
-	cmd.Env = append(os.Environ(), "OCC_SERVER=https://"+e.addr) // the dev coordinator serves TLS; occ trusts ./.oce/coordinator/tls/ca.crt
+	// the dev coordinator serves TLS; occ trusts ./.oce/coordinator/tls/ca.crt
+	cmd.Env = append(append(os.Environ(), "OCC_SERVER=https://"+e.addr), e.extraEnv...)
 	var b bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &b, &b
 	err := cmd.Run()
@@ -200,9 +208,9 @@ func (e *env) agentProcs(t testing.TB, agentID string) []proc {
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
-		var r struct{ Gateway, Harness *proc }
+		var r struct{ Gateway, Harness, Probe *proc }
 		require.NoError(t, json.Unmarshal(b, &r))
-		for _, p := range []*proc{r.Gateway, r.Harness} {
+		for _, p := range []*proc{r.Gateway, r.Harness, r.Probe} {
 			if p != nil && p.alive() {
 				out = append(out, *p)
 				out = append(out, descendants(p.PID)...)

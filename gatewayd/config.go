@@ -151,6 +151,11 @@ type Config struct {
 	// ChildEnv is the environment the gateway and doctor start from (secrets
 	// already removed); nil means this process's environment without secrets.
 	ChildEnv []string
+	// ProbeOnly runs the model probe alone (contract.EnvModelProbeOnly);
+	// ProbePassedAt is when it passed before cutover
+	// (contract.EnvModelProbePassedAt), zero when it did not.
+	ProbeOnly     bool
+	ProbePassedAt time.Time
 	// ProbeCap and CgroupRoot are passed to the OpenClaw probe (tests).
 	ProbeCap   time.Duration
 	CgroupRoot string
@@ -216,6 +221,9 @@ func LoadConfig() (Config, error) {
 			return c, err
 		}
 	}
+	if err := c.loadProbeEnv(get); err != nil {
+		return c, err
+	}
 	if bin := get(contract.EnvOpenClawBin); bin != "" {
 		c.OpenClawCommand = strings.Fields(bin)
 	}
@@ -279,7 +287,7 @@ func (c *Config) Validate() error {
 	if c.AdmittedConfig == "" || c.ConfigDir == "" || c.StateDir == "" {
 		return fmt.Errorf("%w: config and state paths", ErrBadEnv)
 	}
-	return nil
+	return c.validateProbe()
 }
 
 // RenderedConfigPath is where the gateway's configuration is rendered.

@@ -86,6 +86,7 @@ type Gatewayd struct {
 	httpc  *http.Client
 
 	identity        *ocproto.Identity
+	wsConn          *workspaceConn // the workspace routes' gateway connection
 	authMode        string
 	managedPassword bool
 	keyEnv          string
@@ -175,6 +176,7 @@ func (g *Gatewayd) runPhases(ctx, parent context.Context) int {
 	g.status = status.New(status.Options{Addr: g.cfg.StatusAddr, Component: "gateway", RevisionID: g.cfg.RevisionID,
 		Log: g.log})
 	g.phases.Observe(g.status.PhaseObserver())
+	g.phases.ObserveStart(g.status.SetPhase)
 	if err := g.registerRoutes(g.status); err != nil {
 		g.log.Error("gatewayd: status routes", "error", err.Error())
 		return ExitFailed
@@ -188,6 +190,9 @@ func (g *Gatewayd) runPhases(ctx, parent context.Context) int {
 	srvDone := make(chan struct{})
 	go func() { _ = g.status.Serve(srvCtx, ln); close(srvDone) }()
 	defer func() { srvCancel(); <-srvDone }()
+	if g.cfg.ProbeOnly {
+		return g.probeOnly(ctx, parent)
+	}
 	g.status.SetPluginStatus(status.PluginStatus{Phase: status.PluginPhasePending, SuccessfulPluginIDs: []string{}})
 	g.status.SetReadyCheck(g.childReady)
 
@@ -198,120 +203,142 @@ func (g *Gatewayd) runPhases(ctx, parent context.Context) int {
 	return g.serve(ctx, parent)
 }
 
-// startup runs the phases; done is true when the process must exit (stop
-// during startup, or held until stopped).
+// boot is what one startup's phases hand each other.
+type boot struct {
+	rendered  Rendered
+	renderErr error // an unreadable or unrenderable admitted document
+	// baseline is the peer's plugin status the startup waited for.
+	baseline     *status.PluginStatus
+	installCodex bool
+	first        *child
+}
+
+// bootStep is one startup phase; skip leaves it out for this topology,
+// before runs just ahead of it.
+type bootStep struct {
+	name   string
+	skip   bool
+	before func()
+	run    func(context.Context) error
+}
+
+// startup runs the phases in order (the step table below, like harnessd's);
+// done is true when the process must exit (stop during startup, or held
+// until stopped).
 func (g *Gatewayd) startup(ctx, parent context.Context) (int, bool) {
-	// an unreadable admitted document fails the first phase that needs it
-	// (model-probe or configure) with NOT_CONFIGURED
-	var rendered Rendered
-	admitted, rerr := os.ReadFile(g.cfg.AdmittedConfig)
-	if rerr == nil {
-		rendered, rerr = Render(admitted, g.renderInput())
-	} else {
-		rerr = fmt.Errorf("%w: unreadable", ErrAdmittedConfig)
-	}
-	if rerr == nil && rendered.Model != "" {
-		if ref, err := modelref.Parse(rendered.Model); err == nil {
-			g.keyEnv = credentialEnv[ref.Provider]
-		}
-	}
-
-	// 2. model-probe: embedded only
-	if g.cfg.Topology == contract.Embedded {
-		err := g.phases.Run(ctx, PhaseModelProbe, func(ctx context.Context) error {
-			if rerr != nil {
-				return phase.FailCheck(PhaseModelProbe, codes.NotConfigured, rerr)
+	b := g.renderAdmitted()
+	steps := []bootStep{
+		{name: PhaseModelProbe, skip: g.cfg.Topology != contract.Embedded, run: func(ctx context.Context) error {
+			return g.probeStep(ctx, b)
+		}},
+		{name: PhaseWorkspaceSetup, run: g.setupDirs},
+		{name: PhaseRuntimeAssets, run: g.publishAssets},
+		{name: PhasePeerPluginStatus, run: func(ctx context.Context) error { return g.peerPluginStep(ctx, b) },
+			skip: g.cfg.Topology != contract.DedicatedCodex || len(g.cfg.Plugins) == 0 || g.cfg.PeerStatusURL == ""},
+		{name: PhaseConfigure, before: func() { b.installCodex = g.needsCodexInstall() },
+			run: func(ctx context.Context) error { return g.configureStep(b) }},
+		// the codex plugin (dedicated Codex) is installed offline when
+		// missing; the selected plugins are enabled in the config
+		{name: PhasePluginInstall, run: func(ctx context.Context) error {
+			if !b.installCodex {
+				return nil
 			}
-			return g.modelProbe(ctx, rendered)
-		})
-		if err != nil {
-			return g.failed(parent, PhaseModelProbe, err)
-		}
-	}
-
-	// 3. directories
-	if err := g.phases.Run(ctx, PhaseWorkspaceSetup, g.setupDirs); err != nil {
-		return g.failed(parent, PhaseWorkspaceSetup, err)
-	}
-	// 4. runtime assets
-	if err := g.phases.Run(ctx, PhaseRuntimeAssets, g.publishAssets); err != nil {
-		return g.failed(parent, PhaseRuntimeAssets, err)
-	}
-	// 5. peer plugin status: dedicated Codex with plugin selections
-	var baseline *status.PluginStatus
-	if g.cfg.Topology == contract.DedicatedCodex && len(g.cfg.Plugins) > 0 && g.cfg.PeerStatusURL != "" {
-		err := g.phases.Run(ctx, PhasePeerPluginStatus, func(ctx context.Context) error {
-			ps, err := g.waitPeerPlugins(ctx)
-			if err == nil {
-				baseline = &ps
-			}
+			return g.installCodexPlugin(ctx, b.rendered.JSON)
+		}},
+		{name: PhaseStateMigration, run: g.stateMigration},
+		{name: PhaseNativeSpawn, before: g.publishReady, run: func(ctx context.Context) error {
+			c, err := g.spawn(ctx)
+			b.first = c
 			return err
-		})
-		if err != nil {
-			return g.failed(parent, PhasePeerPluginStatus, err)
-		}
+		}},
 	}
-	// 6. configure
-	installCodex := g.needsCodexInstall()
-	if err := g.phases.Run(ctx, PhaseConfigure, func(ctx context.Context) error {
-		if rerr != nil {
-			return phase.FailCheck(PhaseConfigure, codes.NotConfigured, rerr)
+	for _, st := range steps {
+		if st.skip {
+			continue
 		}
-		doc := rendered.JSON
-		if installCodex {
-			// the plugin must be installed before the config names it
-			pre, err := preInstallConfig(doc)
-			if err != nil {
-				return phase.FailCheck(PhaseConfigure, codes.NotConfigured, err)
-			}
-			doc = pre
+		if st.before != nil {
+			st.before()
 		}
-		path, writable, err := writeRendered(g.cfg.ConfigDir, keepMeta(doc, g.cfg.RenderedConfigPath()))
-		if err != nil {
-			return phase.FailCheck(PhaseConfigure, codes.Unavailable, err)
+		if err := g.phases.Run(ctx, st.name, st.run); err != nil {
+			return g.failed(parent, st.name, err)
 		}
-		g.renderedPath, g.configReadonly = path, !writable
-		g.authMode, g.managedPassword = rendered.AuthMode, rendered.ManagedPassword
-		return nil
-	}); err != nil {
-		return g.failed(parent, PhaseConfigure, err)
-	}
-	// 7. plugin-install: the codex plugin (dedicated Codex) is installed
-	// offline when missing; the selected plugins are enabled in the config
-	if err := g.phases.Run(ctx, PhasePluginInstall, func(ctx context.Context) error {
-		if !installCodex {
-			return nil
-		}
-		return g.installCodexPlugin(ctx, rendered.JSON)
-	}); err != nil {
-		return g.failed(parent, PhasePluginInstall, err)
-	}
-	// 8. state migration
-	if err := g.phases.Run(ctx, PhaseStateMigration, g.stateMigration); err != nil {
-		return g.failed(parent, PhaseStateMigration, err)
-	}
-	plugins := append([]string{}, g.cfg.Plugins...)
-	g.status.SetPluginStatus(status.PluginStatus{Phase: status.PluginPhaseReady, SuccessfulPluginIDs: plugins})
-	g.status.SetReady(true)
-
-	// 9. native spawn
-	var first *child
-	if err := g.phases.Run(ctx, PhaseNativeSpawn, func(ctx context.Context) error {
-		c, err := g.spawn(ctx)
-		first = c
-		return err
-	}); err != nil {
-		return g.failed(parent, PhaseNativeSpawn, err)
 	}
 	g.status.SetStarted()
 	debug.FreeOSMemory() // startup garbage (render, SQLite checks) is not kept resident
 	g.mu.Lock()
-	g.current = first
+	g.current = b.first
 	g.mu.Unlock()
 	if g.cfg.Topology.Dedicated() && g.cfg.PeerStatusURL != "" {
-		go g.watchPeer(ctx, baseline)
+		go g.watchPeer(ctx, b.baseline)
 	}
 	return 0, false
+}
+
+// renderAdmitted renders the admitted document once for every phase that
+// needs it; an unreadable one fails the first such phase (model-probe or
+// configure) with NOT_CONFIGURED.
+func (g *Gatewayd) renderAdmitted() *boot {
+	b := &boot{}
+	admitted, err := os.ReadFile(g.cfg.AdmittedConfig)
+	if err != nil {
+		b.renderErr = fmt.Errorf("%w: unreadable", ErrAdmittedConfig)
+		return b
+	}
+	if b.rendered, b.renderErr = Render(admitted, g.renderInput()); b.renderErr == nil && b.rendered.Model != "" {
+		if ref, err := modelref.Parse(b.rendered.Model); err == nil {
+			g.keyEnv = credentialEnv[ref.Provider]
+		}
+	}
+	return b
+}
+
+// probeStep is the embedded model probe.
+func (g *Gatewayd) probeStep(ctx context.Context, b *boot) error {
+	if b.renderErr != nil {
+		return phase.FailCheck(PhaseModelProbe, codes.NotConfigured, b.renderErr)
+	}
+	return g.modelProbe(ctx, b.rendered)
+}
+
+// peerPluginStep waits for the dedicated Codex Harness's plugin status.
+func (g *Gatewayd) peerPluginStep(ctx context.Context, b *boot) error {
+	ps, err := g.waitPeerPlugins(ctx)
+	if err == nil {
+		b.baseline = &ps
+	}
+	return err
+}
+
+// configureStep writes the rendered configuration; while the codex plugin
+// still has to be installed, without the parts that name it.
+func (g *Gatewayd) configureStep(b *boot) error {
+	if b.renderErr != nil {
+		return phase.FailCheck(PhaseConfigure, codes.NotConfigured, b.renderErr)
+	}
+	doc := b.rendered.JSON
+	if b.installCodex {
+		// the plugin must be installed before the config names it
+		pre, err := preInstallConfig(doc)
+		if err != nil {
+			return phase.FailCheck(PhaseConfigure, codes.NotConfigured, err)
+		}
+		doc = pre
+	}
+	path, writable, err := writeRendered(g.cfg.ConfigDir, keepMeta(doc, g.cfg.RenderedConfigPath()))
+	if err != nil {
+		return phase.FailCheck(PhaseConfigure, codes.Unavailable, err)
+	}
+	g.renderedPath, g.configReadonly = path, !writable
+	g.authMode, g.managedPassword = b.rendered.AuthMode, b.rendered.ManagedPassword
+	return nil
+}
+
+// publishReady marks the plugins and the supervisor ready once every
+// phase before the spawn passed.
+func (g *Gatewayd) publishReady() {
+	plugins := append([]string{}, g.cfg.Plugins...)
+	g.status.SetPluginStatus(status.PluginStatus{Phase: status.PluginPhaseReady, SuccessfulPluginIDs: plugins})
+	g.status.SetReady(true)
 }
 
 // serve supervises the running gateway until a stop or exhaustion.
@@ -408,7 +435,7 @@ func (g *Gatewayd) renderInput() RenderInput {
 	}
 	node := g.cfg.WorkspaceNodeID
 	return RenderInput{Topology: g.cfg.Topology, Port: g.cfg.Port, Bind: g.cfg.Bind, LogLevel: lvl,
-		LogFile: filepath.Join(g.cfg.StateDir, "logs", "openclaw.log"), WorkspaceNodeID: node,
+		LogFile: filepath.Join(g.cfg.StateDir, "logs", "openclaw.log"), WorkspaceNodeID: node, Workspace: g.embeddedWorkspace(),
 		NodeWorkspace: g.cfg.NodeWorkspaceDir, AppServerURL: g.cfg.AppServerURL, AppServerToken: g.cfg.AppServerToken,
 		Plugins: g.cfg.Plugins, OpenAIBase: g.cfg.OpenAIBase, AnthropicBase: g.cfg.AnthropicBase}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"oce.dev/oce/probe/openclawprobe"
 	"oce.dev/oce/probe/upfront"
@@ -29,6 +30,12 @@ func (g *Gatewayd) modelProbe(ctx context.Context, r Rendered) error {
 	ref, err := modelref.Parse(r.Model)
 	if err != nil {
 		return phase.FailCheck(CheckModelProbe, codes.NotConfigured, err)
+	}
+	if g.probeVouched() {
+		// The candidate's own probe passed before cutover (probeonly.go).
+		g.log.Info("model probe passed before cutover; not repeated",
+			"passedAgoMs", time.Since(g.cfg.ProbePassedAt).Milliseconds())
+		return nil
 	}
 	pc := upfront.ProviderConfig{Provider: ref.Provider, Key: g.cfg.ModelKey}
 	if !r.ProviderOverride && r.ProviderSettings != nil {

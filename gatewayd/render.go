@@ -34,11 +34,14 @@ type RenderInput struct {
 	LogFile         string
 	WorkspaceNodeID string
 	NodeWorkspace   string
-	AppServerURL    string
-	AppServerToken  string
-	Plugins         []string
-	OpenAIBase      string // offline override of the default OpenAI endpoint
-	AnthropicBase   string
+	// Workspace is the embedded Agent workspace the gateway must use
+	// (agents.defaults.workspace); empty leaves the document's.
+	Workspace      string
+	AppServerURL   string
+	AppServerToken string
+	Plugins        []string
+	OpenAIBase     string // offline override of the default OpenAI endpoint
+	AnthropicBase  string
 }
 
 // Rendered is the outcome of Render.
@@ -109,6 +112,12 @@ func Render(admitted []byte, in RenderInput) (Rendered, error) {
 	delete(lg, "redactSensitive") // retired key
 	if in.LogFile != "" {
 		lg["file"] = in.LogFile
+	}
+
+	// embedded: the Agent workspace is the platform's, the one the
+	// workspace editor writes (OCE_WORKSPACE_DIR), not the state dir's
+	if in.Workspace != "" {
+		obj(obj(cfg, "agents"), "defaults")["workspace"] = in.Workspace
 	}
 
 	// workspace node: command allow-list and file-transfer path policy

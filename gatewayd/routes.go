@@ -26,7 +26,10 @@ func (g *Gatewayd) registerRoutes(st *status.Server) error {
 	if err := st.HandleFunc("GET "+contract.RouteNodes, g.bearer(g.handleNodes), status.AuthNone); err != nil {
 		return err
 	}
-	return st.HandleFunc("POST "+contract.RouteChat, g.bearer(g.handleChat), status.AuthNone)
+	if err := st.HandleFunc("POST "+contract.RouteChat, g.bearer(g.handleChat), status.AuthNone); err != nil {
+		return err
+	}
+	return g.registerWorkspaceRoutes(st)
 }
 
 // bearer admits only the coordinator's status token; without a configured

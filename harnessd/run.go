@@ -121,6 +121,7 @@ func Run(ctx context.Context, opts Options) int {
 		RemoteStatusKey: cfg.PluginStatusKey, Log: log})
 	h.phases = phase.New(Container, start, log, nil)
 	h.phases.Observe(h.st.PhaseObserver())
+	h.phases.ObserveStart(h.st.SetPhase)
 
 	sctx, stopServing := context.WithCancel(context.Background())
 	defer stopServing()

@@ -16,8 +16,55 @@ import (
 
 // accessCmds are the identity and authorization commands.
 func (a *app) accessCmds() []*cobra.Command {
-	return []*cobra.Command{a.contextCmd(), a.loginCmd(), a.whoamiCmd(), a.tokenCmd(), a.userCmd(),
+	cmds := []*cobra.Command{a.contextCmd(), a.loginCmd(), a.whoamiCmd(), a.tokenCmd(), a.userCmd(),
 		a.servicePrincipalCmd(), a.roleBindingCmd(), a.restrictionCmd()}
+	for _, c := range cmds {
+		withExamples(c, "")
+	}
+	return cmds
+}
+
+// accessExamples are the help examples of the access commands, by their
+// path below occ.
+var accessExamples = map[string]string{
+	"context":                 "  occ context set prod --server https://oce.example:7400 --ca-file ca.pem\n  occ context use prod",
+	"context list":            "  occ context list",
+	"context set":             "  occ context set prod --server https://oce.example:7400 --ca-file ca.pem --namespace team",
+	"context use":             "  occ context use prod",
+	"login":                   "  occ login                       # OIDC device login when the coordinator names an issuer\n  occ login --token-file token",
+	"whoami":                  "  occ whoami\n  occ whoami -o json",
+	"token":                   "  occ token create\n  occ token list",
+	"token create":            "  occ token create",
+	"token list":              "  occ token list\n  occ token list --user alice",
+	"token revoke":            "  occ token revoke 3f9c…",
+	"token rotate":            "  occ token rotate 3f9c… --ttl 720h",
+	"user":                    "  occ user create alice --group platform\n  occ user list",
+	"user create":             "  occ user create alice --group platform",
+	"user list":               "  occ user list",
+	"user delete":             "  occ user delete alice",
+	"serviceprincipal":        "  occ -n team serviceprincipal create ci\n  occ -n team sp list",
+	"serviceprincipal create": "  occ -n team serviceprincipal create ci",
+	"serviceprincipal list":   "  occ -n team serviceprincipal list",
+	"serviceprincipal delete": "  occ -n team serviceprincipal delete ci",
+	"rolebinding":             "  occ -n team rolebinding create --role deployer --user alice\n  occ rolebinding list",
+	"rolebinding create":      "  occ -n team rolebinding create --role deployer --user alice\n  occ rolebinding create --role cluster-admin --group oidc:ops --cluster",
+	"rolebinding list":        "  occ rolebinding list",
+	"rolebinding delete":      "  occ rolebinding delete 7a1e…",
+	"restriction":             "  occ restriction apply no-codex -f no-codex.cedar\n  occ restriction list",
+	"restriction apply":       "  occ restriction apply no-codex -f no-codex.cedar",
+	"restriction list":        "  occ restriction list",
+	"restriction delete":      "  occ restriction delete no-codex",
+}
+
+// withExamples sets, down c's tree, the examples accessExamples names.
+func withExamples(c *cobra.Command, parent string) {
+	path := strings.TrimSpace(parent + " " + c.Name())
+	if ex, ok := accessExamples[path]; ok && c.Example == "" {
+		c.Example = ex
+	}
+	for _, sub := range c.Commands() {
+		withExamples(sub, path)
+	}
 }
 
 // contextCmd manages occ.yaml's contexts; it needs no coordinator.

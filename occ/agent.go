@@ -1,8 +1,10 @@
 package occ
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -32,7 +34,7 @@ type agentFlags struct {
 	rollbackWindow                string
 }
 
-func (f *agentFlags) register(c *cobra.Command) {
+func (a *app) registerAgentFlags(c *cobra.Command, f *agentFlags) {
 	fl := c.Flags()
 	fl.StringVar(&f.config, "config", "", "Configuration name or id")
 	fl.StringVar(&f.mode, "mode", "", "execution mode: embedded or dedicated")
@@ -43,6 +45,8 @@ func (f *agentFlags) register(c *cobra.Command) {
 	fl.StringSliceVar(&f.plugins, "plugin", nil, "plugin selection (repeatable)")
 	fl.BoolVar(&f.rollback, "rollback", false, "opt into exact-owner rollback: a new revision held or not ready within the window after activation is replaced once by the exact previous one")
 	fl.StringVar(&f.rollbackWindow, "rollback-window", "", "rollback window (Go duration, default 5m)")
+	_ = c.RegisterFlagCompletionFunc("config", a.completeFlag(configNames))
+	_ = c.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions([]string{wire.ModeEmbedded, wire.ModeDedicated}, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // policy is the rollback policy the flags set, nil when untouched.
@@ -61,12 +65,33 @@ func (f *agentFlags) auth() *wire.HarnessAuth {
 	return &wire.HarnessAuth{Method: f.authMethod, CredentialKind: f.authKind, SourceRef: f.authRef}
 }
 
+// agentCommand is one `occ agent NAME` action answering with a work item.
+func (a *app) agentWorkCmd(use, short, example string, do func(ctx context.Context, ns, name string) (wire.Work, error)) *cobra.Command {
+	return &cobra.Command{
+		Use: use, Short: short, Example: example, Args: cobra.ExactArgs(1),
+		ValidArgsFunction: a.complete(agentNames),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			wk, err := do(ctx, a.settings.Namespace, args[0])
+			if err != nil {
+				return err
+			}
+			return a.print(cmd.OutOrStdout(), wk, func() table { return workTable(nil, wk) })
+		},
+	}
+}
+
 func (a *app) agentCmd() *cobra.Command {
-	c := &cobra.Command{Use: "agent", Short: "Create, deploy, stop and delete Agents"}
+	c := &cobra.Command{Use: "agent", Short: "Create, deploy, inspect, stop and delete Agents",
+		Example: "  occ agent create hello --config chat --auth-method api_key --auth-ref local:demo-key\n" +
+			"  occ agent deploy hello --wait\n  occ agent list -o wide"}
 
 	var cf agentFlags
 	create := &cobra.Command{
 		Use: "create NAME --config CONFIG", Short: "Create an Agent (no runtime until deploy)", Args: cobra.ExactArgs(1),
+		Example: `  occ agent create hello --config chat --auth-method api_key --auth-ref local:demo-key
+  occ agent create coder --config codex --mode dedicated --auth-method codex_pat --auth-ref secret:codex#token`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
@@ -76,15 +101,17 @@ func (a *app) agentCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.print(cmd.OutOrStdout(), ag, func() table { return agentTable(ag) })
+			return a.print(cmd.OutOrStdout(), ag, func() table { return agentTable(nil, ag) })
 		},
 	}
-	cf.register(create)
+	a.registerAgentFlags(create, &cf)
 	_ = create.MarkFlagRequired("config")
 
 	var uf agentFlags
 	update := &cobra.Command{
 		Use: "update NAME", Short: "Change an Agent's inputs for its next deploy (omitted flags keep their values)", Args: cobra.ExactArgs(1),
+		Example:           "  occ agent update hello --config chat-v2\n  occ agent update coder --auth-method api_key --auth-ref local:openai-api-key",
+		ValidArgsFunction: a.complete(agentNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var req wire.UpdateAgent
 			fl := cmd.Flags()
@@ -108,77 +135,78 @@ func (a *app) agentCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.print(cmd.OutOrStdout(), ag, func() table { return agentTable(ag) })
+			return a.print(cmd.OutOrStdout(), ag, func() table { return agentTable(nil, ag) })
 		},
 	}
-	uf.register(update)
+	a.registerAgentFlags(update, &uf)
 
+	var watchGet, watchList, watchWork bool
 	get := &cobra.Command{
 		Use: "get NAME", Short: "Show an Agent", Args: cobra.ExactArgs(1),
+		Example:           "  occ agent get hello\n  occ agent get hello -o jsonpath='{.activeRevisionId}'\n  occ agent get hello --watch",
+		ValidArgsFunction: a.complete(agentNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			ag, err := a.client().Agent(ctx, a.settings.Namespace, args[0])
-			if err != nil {
-				return err
-			}
-			return a.print(cmd.OutOrStdout(), ag, func() table { return agentTable(ag) })
+			return a.show(cmd, watchGet, func(ctx context.Context) (any, func() table, error) {
+				cl := a.client()
+				ag, err := cl.Agent(ctx, a.settings.Namespace, args[0])
+				if err != nil {
+					return nil, nil, err
+				}
+				cfgs, _ := cl.Configurations(ctx, a.settings.Namespace)
+				return ag, func() table { return agentTable(cfgs, ag) }, nil
+			})
 		},
 	}
+	addWatch(get, &watchGet)
 	list := &cobra.Command{
 		Use: "list", Short: "List the Namespace's Agents", Args: cobra.NoArgs,
+		Example: "  occ agent list\n  occ agent list -o wide --no-headers\n  occ agent list -o name",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			ags, err := a.client().Agents(ctx, a.settings.Namespace)
-			if err != nil {
-				return err
-			}
-			return a.print(cmd.OutOrStdout(), ags, func() table { return agentTable(ags...) })
+			return a.show(cmd, watchList, func(ctx context.Context) (any, func() table, error) {
+				cl := a.client()
+				ags, err := cl.Agents(ctx, a.settings.Namespace)
+				if err != nil {
+					return nil, nil, err
+				}
+				cfgs, _ := cl.Configurations(ctx, a.settings.Namespace)
+				return ags, func() table { return agentTable(cfgs, ags...) }, nil
+			})
 		},
 	}
-	del := &cobra.Command{
-		Use: "delete NAME", Short: "Delete an Agent (retires every revision)", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			wk, err := a.client().DeleteAgent(ctx, a.settings.Namespace, args[0])
-			if err != nil {
-				return err
-			}
-			return a.print(cmd.OutOrStdout(), wk, func() table { return workTable(wk) })
-		},
-	}
-	stop := &cobra.Command{
-		Use: "stop NAME", Short: "Stop an Agent's runtimes and clear its active revision", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			wk, err := a.client().StopAgent(ctx, a.settings.Namespace, args[0])
-			if err != nil {
-				return err
-			}
-			return a.print(cmd.OutOrStdout(), wk, func() table { return workTable(wk) })
-		},
-	}
+	addWatch(list, &watchList)
+	del := a.agentWorkCmd("delete NAME", "Delete an Agent (retires every revision)", "  occ agent delete hello",
+		func(ctx context.Context, ns, name string) (wire.Work, error) {
+			return a.client().DeleteAgent(ctx, ns, name)
+		})
+	stop := a.agentWorkCmd("stop NAME", "Stop an Agent's runtimes and clear its active revision", "  occ agent stop hello",
+		func(ctx context.Context, ns, name string) (wire.Work, error) {
+			return a.client().StopAgent(ctx, ns, name)
+		})
 	work := &cobra.Command{
 		Use: "work NAME", Short: "Show the Agent's work items (deploy, stop and delete progress)", Args: cobra.ExactArgs(1),
+		Example:           "  occ agent work hello\n  occ agent work hello --watch",
+		ValidArgsFunction: a.complete(agentNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			ws, err := a.client().AgentWork(ctx, a.settings.Namespace, args[0])
-			if err != nil {
-				return err
-			}
-			return a.print(cmd.OutOrStdout(), ws, func() table { return workTable(ws...) })
+			return a.show(cmd, watchWork, func(ctx context.Context) (any, func() table, error) {
+				ws, err := a.client().AgentWork(ctx, a.settings.Namespace, args[0])
+				return ws, func() table { return workTable(nil, ws...) }, err
+			})
 		},
 	}
-	c.AddCommand(create, update, get, list, del, stop, work, a.deployCmd())
+	addWatch(work, &watchWork)
+	c.AddCommand(create, update, get, list, del, stop, work, a.deployCmd(), a.describeCmd(), a.logsCmd(), a.filesCmd())
 	return c
 }
 
-func agentTable(ags ...wire.Agent) table {
-	t := table{header: []string{"NAME", "ID", "MODE", "CONFIGURATION", "ACTIVE REVISION", "REVISIONS", "AUTH", "STATE"}}
+// agentTable shows an Agent's configuration by name when cfgs has it, and
+// its observed state.
+func agentTable(cfgs []wire.Configuration, ags ...wire.Agent) table {
+	names := map[string]string{}
+	for _, c := range cfgs {
+		names[c.ID] = c.Name
+	}
+	t := table{header: []string{"NAME", "MODE", "CONFIGURATION", "ACTIVE REVISION", "REVISIONS", "AUTH", "STATE", "ID", "COMPUTE", "PLUGINS"},
+		wide: wideCols(7, 8, 9)}
 	for _, ag := range ags {
 		auth := "-"
 		if ag.HarnessAuth != nil {
@@ -195,17 +223,29 @@ func agentTable(ags ...wire.Agent) table {
 				st += " (" + ag.Status.Reason + ")"
 			}
 		}
-		t.rows = append(t.rows, []string{name, ag.ID, ag.ExecutionMode, short(ag.ConfigurationID),
-			dash(ag.ActiveRevisionID), itoa(ag.RevisionCount), auth, st})
+		cfg := names[ag.ConfigurationID]
+		if cfg == "" {
+			cfg = short(ag.ConfigurationID)
+		}
+		t.rows = append(t.rows, []string{name, ag.ExecutionMode, cfg, short(ag.ActiveRevisionID), itoa(ag.RevisionCount), auth,
+			st, ag.ID, dash(ag.ComputeID), dash(strings.Join(ag.Plugins, ","))})
+		t.names = append(t.names, "agent/"+ag.Name)
 	}
 	return t
 }
 
-func workTable(ws ...wire.Work) table {
-	t := table{header: []string{"ID", "KIND", "AGENT", "REVISION", "STATE", "PHASE", "ATTEMPTS", "LAST CODE", "UPDATED"}}
+// workTable shows work items; agents maps Agent ids to names when known.
+func workTable(agents map[string]string, ws ...wire.Work) table {
+	t := table{header: []string{"ID", "KIND", "AGENT", "REVISION", "STATE", "PHASE", "ATTEMPTS", "LAST CODE", "UPDATED", "DETAIL"},
+		wide: wideCols(9)}
 	for _, w := range ws {
-		t.rows = append(t.rows, []string{w.ID, w.Kind, short(w.AgentID), short(w.RevisionID), w.State, dash(w.Phase),
-			fmt.Sprintf("%d/%d", w.Attempts, w.MaxAttempts), dash(w.LastCode), ts(w.UpdatedAt)})
+		agent := agents[w.AgentID]
+		if agent == "" {
+			agent = short(w.AgentID)
+		}
+		t.rows = append(t.rows, []string{w.ID, w.Kind, agent, short(w.RevisionID), w.State, dash(w.Phase),
+			fmt.Sprintf("%d/%d", w.Attempts, w.MaxAttempts), dash(w.LastCode), ts(w.UpdatedAt), dash(w.LastDetail)})
+		t.names = append(t.names, "work/"+w.ID)
 	}
 	return t
 }

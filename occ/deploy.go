@@ -27,7 +27,9 @@ func (a *app) deployCmd() *cobra.Command {
 			"the last code and detail (the runtime's startup phase, its held code), until the Agent is observed serving\n" +
 			"the revision. It exits 3 with the failure code when the revision fails, is held or is rolled back, 4 when\n" +
 			"the timeout passes first, and 130 on Ctrl-C: the deploy continues on the server.",
-		Args: cobra.ExactArgs(1),
+		Example:           "  occ agent deploy hello --wait\n  occ agent deploy coder --wait --timeout 10m --log-level debug",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.complete(agentNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl := a.client()
 			ctx, cancel := a.ctx(cmd)
@@ -53,6 +55,7 @@ func (a *app) deployCmd() *cobra.Command {
 	c.Flags().BoolVar(&wait, "wait", false, "wait until the revision is active or failed, showing progress")
 	c.Flags().DurationVar(&timeout, "timeout", DefaultWaitTimeout, "how long --wait waits")
 	c.Flags().StringVar(&logLevel, "log-level", "", "runtime log level admitted into the revision")
+	_ = c.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }
 

@@ -56,9 +56,8 @@ func (a *app) waitActive(ctx context.Context, cmd *cobra.Command, cl *client.Cli
 		}
 	}
 	show(progress{phase: wire.PhaseQueued})
-	tick := time.NewTicker(a.opts.PollInterval)
-	defer tick.Stop()
 	rev := res.Revision
+	index := uint64(0)
 	for {
 		r, rerr := cl.Revision(ctx, ns, agent, res.ID)
 		wk, werr := cl.WorkItem(ctx, res.WorkID)
@@ -68,13 +67,28 @@ func (a *app) waitActive(ctx context.Context, cmd *cobra.Command, cl *client.Cli
 				return rev, err
 			}
 		}
-		select {
-		case <-ctx.Done():
+		// A blocking query: back as soon as the coordinator's state moves
+		// past what was read, instead of polling.
+		next, err := cl.WaitIndex(ctx, index, changeWait)
+		switch {
+		case ctx.Err() != nil:
 			return rev, waitEnded(ctx, errw, agent, res, last)
-		case <-tick.C:
+		case err != nil:
+			// A coordinator that cannot answer it now: poll meanwhile.
+			select {
+			case <-ctx.Done():
+				return rev, waitEnded(ctx, errw, agent, res, last)
+			case <-time.After(a.opts.PollInterval):
+			}
+		default:
+			index = next
 		}
 	}
 }
+
+// changeWait bounds one blocking query of deploy --wait; an unchanged state
+// is read again after it.
+const changeWait = 10 * time.Second
 
 // judge decides one poll: done with the outcome, or keep waiting.
 func (a *app) judge(ctx context.Context, cl *client.Client, agent string, rev wire.Revision, wk wire.Work, haveWork bool,

@@ -38,8 +38,12 @@ const (
 	devAPISocket       = "api.sock"
 	devPidsFile        = "pids.json"
 	devProviderKeyFile = "fakeprovider-keys" // the fake provider's accepted keys (0600)
-	devPoll            = 100 * time.Millisecond
+	devPoll            = 20 * time.Millisecond
 	devLeftoverGrace   = 2 * time.Second
+	// devHelperStop bounds the stop of the fake provider and the bridge;
+	// devRuntimeStop that of a supervisor the coordinator left behind.
+	devHelperStop  = 5 * time.Second
+	devRuntimeStop = 30 * time.Second
 	// devInnerHTTPAddr and devInnerRaftAddr are the coordinator's addresses
 	// inside its own network namespace, which nothing else shares.
 	devInnerHTTPAddr = "127.0.0.1:7400"

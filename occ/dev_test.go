@@ -70,3 +70,13 @@ func startCmd(t *testing.T, name string, args ...string) *osexec.Cmd {
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	return cmd
 }
+
+func TestFreeLoopbackAvoidsReservedPorts(t *testing.T) {
+	first, err := freeLoopback()
+	require.NoError(t, err)
+	for range 20 {
+		got, err := freeLoopback(first)
+		require.NoError(t, err)
+		require.NotEqual(t, first, got, "a reserved port is never handed out")
+	}
+}

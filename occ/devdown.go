@@ -28,7 +28,7 @@ func devDown(ctx context.Context, out io.Writer, dir string, purge bool) error {
 		p    *proc.Process
 		wait bool
 	}{{p.Coordinator, true}, {p.Provider, false}, {p.Bridge, false}} {
-		wait := devPoll * 50
+		wait := devHelperStop
 		if step.wait {
 			wait = DevStopTimeout
 		}
@@ -37,7 +37,7 @@ func devDown(ctx context.Context, out io.Writer, dir string, purge bool) error {
 		}
 	}
 	for _, rp := range recordedRuntimes(dir) {
-		if _, err := proc.Stop(ctx, rp, devPoll*300, devLeftoverGrace, devPoll); err != nil {
+		if _, err := proc.Stop(ctx, rp, devRuntimeStop, devLeftoverGrace, devPoll); err != nil {
 			return err
 		}
 	}

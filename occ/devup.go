@@ -144,10 +144,11 @@ func (s *devStart) prepare(ctx context.Context) error {
 }
 
 // detached prepares cmd to outlive occ: its own session, no stdin, a
-// minimal environment (never this shell's provider keys).
+// minimal environment (never this shell's provider keys). The coordinator's
+// activation order (OCE_CREDENTIAL_CHECK) is the one setting passed on.
 func detached(cmd *exec.Cmd) *exec.Cmd {
 	cmd.Stdin = nil
-	cmd.Env = supervise.MinimalEnv("PATH", "HOME", "XDG_CACHE_HOME", "LANG", "GOCOVERDIR")
+	cmd.Env = supervise.MinimalEnv("PATH", "HOME", "XDG_CACHE_HOME", "LANG", "GOCOVERDIR", "OCE_CREDENTIAL_CHECK")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	return cmd
 }
@@ -177,6 +178,15 @@ func (s *devStart) startProvider(context.Context) error {
 	}
 	bin := filepath.Join(s.o.binDir, "fakeprovider")
 	args := []string{"--valid-key-file", keys}
+	if !s.namespaced {
+		// Sharing a network namespace with others: a port of our choosing,
+		// never the one the caller reserved for the API.
+		addr, err := freeLoopback(s.o.httpAddr)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--addr", addr)
+	}
 	if s.o.reply != "" {
 		args = append(args, "--reply", s.o.reply)
 	}
@@ -206,6 +216,34 @@ func (s *devStart) startProvider(context.Context) error {
 	}
 	s.providerURL = "http://127.0.0.1:" + port
 	return nil
+}
+
+// freeLoopback returns a loopback address free now whose port none of
+// taken (addresses the caller reserved but may not have bound yet) uses.
+func freeLoopback(taken ...string) (string, error) {
+	busy := map[string]bool{}
+	for _, t := range taken {
+		if _, port, err := net.SplitHostPort(t); err == nil {
+			busy[port] = true
+		}
+	}
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for range 16 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		held = append(held, ln) // held until chosen, so a retry gets another port
+		if _, port, _ := net.SplitHostPort(ln.Addr().String()); !busy[port] {
+			return ln.Addr().String(), nil
+		}
+	}
+	return "", errors.New("no free loopback port")
 }
 
 // waitPortLine waits for the fake provider's "PORT n" line in its log.
@@ -242,12 +280,10 @@ func (s *devStart) startCoordinator(context.Context) error {
 	} else {
 		// Sharing a network namespace with others (tests, host network):
 		// a free port rather than the fixed one.
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+		var err error
+		if raftAddr, err = freeLoopback(s.o.httpAddr, strings.TrimPrefix(s.providerURL, "http://")); err != nil {
 			return err
 		}
-		raftAddr = ln.Addr().String()
-		ln.Close()
 	}
 	bin := filepath.Join(s.o.binDir, "coordinator")
 	args := []string{"--driver", "local", "--node-id", "dev",

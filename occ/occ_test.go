@@ -234,7 +234,8 @@ func TestDeployWait(t *testing.T) {
 	require.Contains(t, h.ok("audit"), state.AuditActivate)
 	status := h.ok("status")
 	require.Contains(t, status, "team")
-	require.Contains(t, status, rev.ID)
+	require.Contains(t, status, rev.ID[:12])
+	require.Contains(t, h.ok("status", "-o", "wide"), ag.ID, "-o wide adds the ids")
 	var st struct {
 		Cluster struct{ State string }
 		Agents  []struct{ Name, ActiveRevisionID string }

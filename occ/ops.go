@@ -1,6 +1,7 @@
 package occ
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,7 @@ import (
 func (a *app) statusCmd() *cobra.Command {
 	return &cobra.Command{
 		Use: "status", Short: "Show the cluster and a summary of every Agent", Args: cobra.NoArgs,
+		Example: "  occ status\n  occ status -o json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
@@ -23,8 +25,8 @@ func (a *app) statusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.settings.Output != "table" {
-				return a.print(cmd.OutOrStdout(), st, nil)
+			if f := a.settings.Output; f != outTable && f != outWide {
+				return a.print(cmd.OutOrStdout(), st, func() table { return summaryTable(st.Agents) })
 			}
 			out := cmd.OutOrStdout()
 			if st.Cluster != nil { // only for callers who may view the cluster
@@ -41,7 +43,8 @@ func (a *app) statusCmd() *cobra.Command {
 }
 
 func summaryTable(as []wire.AgentSummary) table {
-	t := table{header: []string{"NAMESPACE", "AGENT", "MODE", "ACTIVE REVISION", "REVISIONS", "STATE", "REASON"}}
+	t := table{header: []string{"NAMESPACE", "AGENT", "MODE", "ACTIVE REVISION", "REVISIONS", "STATE", "REASON", "ID"},
+		wide: wideCols(7)}
 	for _, s := range as {
 		st := s.State
 		if st == "" { // an older coordinator: what it knows
@@ -53,8 +56,9 @@ func summaryTable(as []wire.AgentSummary) table {
 				st = "deleting"
 			}
 		}
-		t.rows = append(t.rows, []string{s.Namespace, s.Name, s.ExecutionMode, dash(s.ActiveRevisionID),
-			itoa(s.RevisionCount), st, dash(s.Reason)})
+		t.rows = append(t.rows, []string{s.Namespace, s.Name, s.ExecutionMode, short(s.ActiveRevisionID),
+			itoa(s.RevisionCount), st, dash(s.Reason), s.ID})
+		t.names = append(t.names, "agent/"+s.Namespace+"/"+s.Name)
 	}
 	return t
 }
@@ -79,10 +83,12 @@ func clusterTable(c wire.Cluster) table {
 func (a *app) auditCmd() *cobra.Command {
 	var f client.AuditFilter
 	var since, until string
+	var watch bool
 	c := &cobra.Command{
 		Use: "audit", Short: "List audit records (filter by actor, namespace with -n, action, time)", Args: cobra.NoArgs,
 		Example: `  occ audit --actor user:alice --since 24h
-  occ audit -n team --action openclaw.agents.lifecycle.deploy`,
+  occ audit -n team --action openclaw.agents.lifecycle.deploy
+  occ audit --limit 20 --watch`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if f.Since, err = parseWhen(since); err != nil {
@@ -95,22 +101,22 @@ func (a *app) auditCmd() *cobra.Command {
 			if cmd.Flags().Changed("namespace") || a.opts.Getenv("OCC_NAMESPACE") != "" {
 				f.Namespace = a.settings.Namespace
 			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			recs, err := a.client().AuditQuery(ctx, f)
-			if err != nil {
-				return err
-			}
-			return a.print(cmd.OutOrStdout(), recs, func() table {
-				t := table{header: []string{"SEQ", "TIME", "ACTOR", "ACTION", "RESOURCE", "OUTCOME", "REVISION"}}
-				for _, r := range recs {
-					t.rows = append(t.rows, []string{itoa(r.Seq), ts(r.Time), dash(r.Actor), r.Action, dash(r.Resource),
-						dash(r.Outcome), short(r.RevisionID)})
-				}
-				return t
+			return a.show(cmd, watch, func(ctx context.Context) (any, func() table, error) {
+				recs, err := a.client().AuditQuery(ctx, f)
+				return recs, func() table {
+					t := table{header: []string{"SEQ", "TIME", "ACTOR", "ACTION", "RESOURCE", "OUTCOME", "REVISION", "AGENT", "NAMESPACE"},
+						wide: wideCols(7, 8)}
+					for _, r := range recs {
+						t.rows = append(t.rows, []string{itoa(r.Seq), ts(r.Time), dash(r.Actor), r.Action, dash(r.Resource),
+							dash(r.Outcome), short(r.RevisionID), short(r.AgentID), short(r.NamespaceID)})
+						t.names = append(t.names, "audit/"+itoa(r.Seq))
+					}
+					return t
+				}, err
 			})
 		},
 	}
+	addWatch(c, &watch)
 	fl := c.Flags()
 	fl.Int64Var(&f.After, "after", 0, "only records with a sequence number above this")
 	fl.IntVar(&f.Limit, "limit", 0, "at most this many records (server default 100, max 1000)")
@@ -134,18 +140,20 @@ func parseWhen(v string) (time.Time, error) {
 
 func (a *app) workCmd() *cobra.Command {
 	var f client.WorkFilter
+	var watch bool
 	c := &cobra.Command{
 		Use: "work", Short: "List revision work (queued, claimed, completed, failed, superseded)", Args: cobra.NoArgs,
+		Example: "  occ work --state queued\n  occ work --kind activate -o wide --watch",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			ws, err := a.client().Work(ctx, f)
-			if err != nil {
-				return err
-			}
-			return a.print(cmd.OutOrStdout(), ws, func() table { return workTable(ws...) })
+			return a.show(cmd, watch, func(ctx context.Context) (any, func() table, error) {
+				ws, err := a.client().Work(ctx, f)
+				return ws, func() table { return workTable(nil, ws...) }, err
+			})
 		},
 	}
+	addWatch(c, &watch)
+	_ = c.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(wire.WorkStates(), cobra.ShellCompDirectiveNoFileComp))
+	_ = c.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions(wire.WorkKinds(), cobra.ShellCompDirectiveNoFileComp))
 	c.Flags().StringVar(&f.State, "state", "", "only work in this state")
 	c.Flags().StringVar(&f.Kind, "kind", "", "only work of this kind (activate, stop, delete)")
 	c.Flags().StringVar(&f.AgentID, "agent-id", "", "only work of this Agent id")
@@ -153,7 +161,8 @@ func (a *app) workCmd() *cobra.Command {
 }
 
 func (a *app) clusterCmd() *cobra.Command {
-	c := &cobra.Command{Use: "cluster", Short: "Raft membership, leadership and backups"}
+	c := &cobra.Command{Use: "cluster", Short: "Raft membership, leadership and backups",
+		Example: "  occ cluster members\n  occ cluster snapshot save backup.snap"}
 	raw := func(cmd *cobra.Command, v wire.Cluster, err error) error {
 		if err != nil {
 			return err
@@ -162,6 +171,7 @@ func (a *app) clusterCmd() *cobra.Command {
 	}
 	members := &cobra.Command{
 		Use: "members", Short: "Show members, leader, term and applied index", Args: cobra.NoArgs,
+		Example: "  occ cluster members\n  occ cluster members -o json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
@@ -171,6 +181,7 @@ func (a *app) clusterCmd() *cobra.Command {
 	}
 	join := &cobra.Command{
 		Use: "join ID RAFT_ADDR HTTP_ADDR", Short: "Add a voter", Args: cobra.ExactArgs(3),
+		Example: "  occ cluster join c-1 10.0.0.2:7300 10.0.0.2:7400",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
@@ -180,6 +191,7 @@ func (a *app) clusterCmd() *cobra.Command {
 	}
 	remove := &cobra.Command{
 		Use: "remove ID", Short: "Remove a member", Args: cobra.ExactArgs(1),
+		Example: "  occ cluster remove c-2",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
@@ -189,6 +201,7 @@ func (a *app) clusterCmd() *cobra.Command {
 	}
 	transfer := &cobra.Command{
 		Use: "transfer [ID]", Short: "Transfer leadership (to ID, or any voter)", Args: cobra.MaximumNArgs(1),
+		Example: "  occ cluster transfer\n  occ cluster transfer c-1",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
@@ -200,9 +213,11 @@ func (a *app) clusterCmd() *cobra.Command {
 			return raw(cmd, v, err)
 		},
 	}
-	snap := &cobra.Command{Use: "snapshot", Short: "Save or restore a backup of the replicated state"}
+	snap := &cobra.Command{Use: "snapshot", Short: "Save or restore a backup of the replicated state",
+		Example: "  occ cluster snapshot save backup.snap\n  occ cluster snapshot restore backup.snap"}
 	snap.AddCommand(&cobra.Command{
 		Use: "save FILE", Short: "Stream a backup into FILE (mode 0600)", Args: cobra.ExactArgs(1),
+		Example: "  occ cluster snapshot save backup.snap",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var n int64
 			err := atomicfile.WriteFrom(args[0], 0o600, func(w io.Writer) error {
@@ -218,6 +233,7 @@ func (a *app) clusterCmd() *cobra.Command {
 		},
 	}, &cobra.Command{
 		Use: "restore FILE", Short: "Replace the replicated state with a backup", Args: cobra.ExactArgs(1),
+		Example: "  occ cluster snapshot restore backup.snap",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := os.Open(args[0])
 			if err != nil {
@@ -235,7 +251,8 @@ func (a *app) clusterCmd() *cobra.Command {
 func completionCmd(root *cobra.Command) *cobra.Command {
 	return &cobra.Command{
 		Use: "completion bash|zsh|fish", Short: "Print a shell completion script",
-		Args: cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs), ValidArgs: []string{"bash", "zsh", "fish"},
+		Example: "  source <(occ completion bash)\n  occ completion zsh > \"${fpath[1]}/_occ\"",
+		Args:    cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs), ValidArgs: []string{"bash", "zsh", "fish"},
 		// Completion needs no server settings.
 		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
 		RunE: func(cmd *cobra.Command, args []string) error {

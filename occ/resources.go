@@ -1,6 +1,8 @@
 package occ
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,9 +15,35 @@ import (
 )
 
 func (a *app) namespaceCmd() *cobra.Command {
-	c := &cobra.Command{Use: "namespace", Aliases: []string{"ns"}, Short: "Create and inspect Namespaces"}
+	c := &cobra.Command{Use: "namespace", Aliases: []string{"ns"}, Short: "Create, inspect and delete Namespaces",
+		Example: "  occ namespace create team\n  occ ns list"}
+	var watchList, watchGet bool
+	list := &cobra.Command{
+		Use: "list", Short: "List Namespaces", Args: cobra.NoArgs,
+		Example: "  occ namespace list\n  occ ns list -o name\n  occ ns list --watch",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.show(cmd, watchList, func(ctx context.Context) (any, func() table, error) {
+				nss, err := a.client().Namespaces(ctx)
+				return nss, func() table { return namespaceTable(nss...) }, err
+			})
+		},
+	}
+	addWatch(list, &watchList)
+	get := &cobra.Command{
+		Use: "get NAME", Short: "Show a Namespace", Args: cobra.ExactArgs(1),
+		Example:           "  occ namespace get team\n  occ ns get team -o yaml",
+		ValidArgsFunction: a.complete(namespaceNames),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.show(cmd, watchGet, func(ctx context.Context) (any, func() table, error) {
+				ns, err := a.client().Namespace(ctx, args[0])
+				return ns, func() table { return namespaceTable(ns) }, err
+			})
+		},
+	}
+	addWatch(get, &watchGet)
 	c.AddCommand(&cobra.Command{
 		Use: "create NAME", Short: "Create a Namespace", Args: cobra.ExactArgs(1),
+		Example: "  occ namespace create team",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
@@ -25,36 +53,38 @@ func (a *app) namespaceCmd() *cobra.Command {
 			}
 			return a.print(cmd.OutOrStdout(), ns, func() table { return namespaceTable(ns) })
 		},
-	}, &cobra.Command{
-		Use: "list", Short: "List Namespaces", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			nss, err := a.client().Namespaces(ctx)
-			if err != nil {
-				return err
-			}
-			return a.print(cmd.OutOrStdout(), nss, func() table { return namespaceTable(nss...) })
-		},
-	}, &cobra.Command{
-		Use: "get NAME", Short: "Show a Namespace", Args: cobra.ExactArgs(1),
+	}, list, get, &cobra.Command{
+		Use: "delete NAME", Short: "Delete an empty Namespace (refused while it holds Agents or Configurations)",
+		Args: cobra.ExactArgs(1), Example: "  occ namespace delete team",
+		ValidArgsFunction: a.complete(namespaceNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
-			ns, err := a.client().Namespace(ctx, args[0])
+			ns, err := a.client().DeleteNamespace(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			return a.print(cmd.OutOrStdout(), ns, func() table { return namespaceTable(ns) })
+			return a.printDeleted(cmd, ns, "namespace/"+ns.Name)
 		},
 	})
 	return c
 }
 
+// printDeleted confirms a delete like kubectl (`kind/name deleted`), or
+// prints the deleted resource in a structured format.
+func (a *app) printDeleted(cmd *cobra.Command, v any, name string) error {
+	if f := a.settings.Output; f == outTable || f == outWide {
+		_, err := fmt.Fprintln(cmd.OutOrStdout(), name, "deleted")
+		return err
+	}
+	return a.print(cmd.OutOrStdout(), v, func() table { return table{names: []string{name}} })
+}
+
 func namespaceTable(nss ...wire.Namespace) table {
-	t := table{header: []string{"NAME", "ID", "CREATED"}}
+	t := table{header: []string{"NAME", "CREATED", "ID"}, wide: wideCols(2)}
 	for _, ns := range nss {
-		t.rows = append(t.rows, []string{ns.Name, ns.ID, ts(ns.CreatedAt)})
+		t.rows = append(t.rows, []string{ns.Name, ts(ns.CreatedAt), ns.ID})
+		t.names = append(t.names, "namespace/"+ns.Name)
 	}
 	return t
 }
@@ -86,10 +116,12 @@ func (a *app) readDocument(path string) (json.RawMessage, error) {
 }
 
 func (a *app) configCmd() *cobra.Command {
-	c := &cobra.Command{Use: "config", Aliases: []string{"configuration"}, Short: "Save and inspect native OpenClaw Configurations"}
+	c := &cobra.Command{Use: "config", Aliases: []string{"configuration"}, Short: "Save, inspect and delete native OpenClaw Configurations",
+		Example: "  occ config create chat -f scripts/demo/embedded.json\n  occ config list"}
 	var file string
 	create := &cobra.Command{
 		Use: "create NAME -f FILE", Short: "Save a new Configuration", Args: cobra.ExactArgs(1),
+		Example: "  occ config create chat -f scripts/demo/embedded.json\n  cat doc.yaml | occ config create chat -f -",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			doc, err := a.readDocument(file)
 			if err != nil {
@@ -108,6 +140,8 @@ func (a *app) configCmd() *cobra.Command {
 	var ufile string
 	update := &cobra.Command{
 		Use: "update NAME -f FILE", Short: "Replace a Configuration's document (next generation)", Args: cobra.ExactArgs(1),
+		Example:           "  occ config update chat -f scripts/demo/embedded.json",
+		ValidArgsFunction: a.complete(configNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			doc, err := a.readDocument(ufile)
 			if err != nil {
@@ -123,78 +157,103 @@ func (a *app) configCmd() *cobra.Command {
 		},
 	}
 	update.Flags().StringVarP(&ufile, "file", "f", "", "document file (JSON or YAML), '-' for stdin")
+	var watchGet, watchList bool
 	get := &cobra.Command{
 		Use: "get NAME", Short: "Show a Configuration and its document", Args: cobra.ExactArgs(1),
+		Example:           "  occ config get chat\n  occ config get chat -o jsonpath='{.document.agents}'",
+		ValidArgsFunction: a.complete(configNames),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.show(cmd, watchGet, func(ctx context.Context) (any, func() table, error) {
+				cf, err := a.client().Configuration(ctx, a.settings.Namespace, args[0])
+				return cf, func() table {
+					// The document is the point of get: the table shows it too.
+					t := configTable(cf)
+					var doc bytes.Buffer
+					if json.Indent(&doc, cf.Document, "", "  ") == nil {
+						t.trailer = doc.String() + "\n"
+					}
+					return t
+				}, err
+			})
+		},
+	}
+	addWatch(get, &watchGet)
+	list := &cobra.Command{
+		Use: "list", Short: "List the Namespace's Configurations", Args: cobra.NoArgs,
+		Example: "  occ config list\n  occ config list -o wide",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.show(cmd, watchList, func(ctx context.Context) (any, func() table, error) {
+				cfs, err := a.client().Configurations(ctx, a.settings.Namespace)
+				return cfs, func() table { return configTable(cfs...) }, err
+			})
+		},
+	}
+	addWatch(list, &watchList)
+	del := &cobra.Command{
+		Use: "delete NAME", Short: "Delete a Configuration no Agent uses (refused while one does)", Args: cobra.ExactArgs(1),
+		Example:           "  occ config delete chat",
+		ValidArgsFunction: a.complete(configNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
-			cf, err := a.client().Configuration(ctx, a.settings.Namespace, args[0])
+			cf, err := a.client().DeleteConfiguration(ctx, a.settings.Namespace, args[0])
 			if err != nil {
 				return err
 			}
-			if a.settings.Output == "table" {
-				// The document is the point of get: show it as JSON.
-				if err := a.print(cmd.OutOrStdout(), cf, func() table { return configTable(cf) }); err != nil {
-					return err
-				}
-				return a.printRaw(cmd.OutOrStdout(), cf.Document)
-			}
-			return a.print(cmd.OutOrStdout(), cf, nil)
+			return a.printDeleted(cmd, cf, "config/"+cf.Name)
 		},
 	}
-	list := &cobra.Command{
-		Use: "list", Short: "List the Namespace's Configurations", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			cfs, err := a.client().Configurations(ctx, a.settings.Namespace)
-			if err != nil {
-				return err
-			}
-			return a.print(cmd.OutOrStdout(), cfs, func() table { return configTable(cfs...) })
-		},
-	}
-	c.AddCommand(create, update, get, list)
+	c.AddCommand(create, update, get, list, del)
 	return c
 }
 
 func configTable(cfs ...wire.Configuration) table {
-	t := table{header: []string{"NAME", "ID", "GENERATION", "UPDATED"}}
+	t := table{header: []string{"NAME", "GENERATION", "UPDATED", "ID", "DOCUMENT BYTES"}, wide: wideCols(3, 4)}
 	for _, c := range cfs {
-		t.rows = append(t.rows, []string{c.Name, c.ID, itoa(c.Generation), ts(c.UpdatedAt)})
+		t.rows = append(t.rows, []string{c.Name, itoa(c.Generation), ts(c.UpdatedAt), c.ID, fmt.Sprint(len(c.Document))})
+		t.names = append(t.names, "config/"+c.Name)
 	}
 	return t
 }
 
 func (a *app) revisionsCmd() *cobra.Command {
-	return &cobra.Command{
-		Use: "revisions AGENT", Short: "List an Agent's revisions", Args: cobra.ExactArgs(1),
+	var watch bool
+	c := &cobra.Command{
+		Use: "revisions AGENT [REVISION]", Short: "List an Agent's revisions, or show one (by number or id)",
+		Args:              cobra.RangeArgs(1, 2),
+		Example:           "  occ revisions hello\n  occ revisions hello 2 -o yaml\n  occ revisions hello -o wide --watch",
+		ValidArgsFunction: a.complete(agentNames, revisionNumbers),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			cl := a.client()
-			ag, err := cl.Agent(ctx, a.settings.Namespace, args[0])
-			if err != nil {
-				return err
-			}
-			revs, err := cl.Revisions(ctx, a.settings.Namespace, args[0])
-			if err != nil {
-				return err
-			}
-			return a.print(cmd.OutOrStdout(), revs, func() table { return revisionTable(ag.ActiveRevisionID, revs...) })
+			return a.show(cmd, watch, func(ctx context.Context) (any, func() table, error) {
+				cl := a.client()
+				ag, err := cl.Agent(ctx, a.settings.Namespace, args[0])
+				if err != nil {
+					return nil, nil, err
+				}
+				if len(args) == 2 {
+					rev, err := cl.Revision(ctx, a.settings.Namespace, args[0], args[1])
+					return rev, func() table { return revisionTable(ag.ActiveRevisionID, rev) }, err
+				}
+				revs, err := cl.Revisions(ctx, a.settings.Namespace, args[0])
+				return revs, func() table { return revisionTable(ag.ActiveRevisionID, revs...) }, err
+			})
 		},
 	}
+	addWatch(c, &watch)
+	return c
 }
 
 func revisionTable(active string, revs ...wire.Revision) table {
-	t := table{header: []string{"NUMBER", "ID", "HARNESS", "MODE", "STATUS", "FAILURE", "ACTIVE", "CREATED"}}
+	t := table{header: []string{"NUMBER", "STATUS", "HARNESS", "MODE", "FAILURE", "ACTIVE", "CREATED", "ID", "GENERATION", "COMPUTE"},
+		wide: wideCols(7, 8, 9)}
 	for _, r := range revs {
 		act := ""
 		if r.ID == active {
 			act = "*"
 		}
-		t.rows = append(t.rows, []string{itoa(r.Number), r.ID, r.Harness.ID + "@" + r.Harness.Version, r.Mode,
-			r.Status, dash(r.FailureCode), act, ts(r.CreatedAt)})
+		t.rows = append(t.rows, []string{itoa(r.Number), r.Status, r.Harness.ID + "@" + r.Harness.Version, r.Mode,
+			dash(r.FailureCode), act, ts(r.CreatedAt), r.ID, itoa(r.ConfigurationGeneration), dash(r.ComputeID)})
+		t.names = append(t.names, "revision/"+itoa(r.Number))
 	}
 	return t
 }
@@ -202,6 +261,7 @@ func revisionTable(active string, revs ...wire.Revision) table {
 func (a *app) installationCmd() *cobra.Command {
 	return &cobra.Command{
 		Use: "installation", Short: "Show what Agents of this installation can deploy", Args: cobra.NoArgs,
+		Example: "  occ installation\n  occ installation -o json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
@@ -210,13 +270,18 @@ func (a *app) installationCmd() *cobra.Command {
 				return err
 			}
 			return a.print(cmd.OutOrStdout(), inst, func() table {
-				native := "-"
+				native, driver, auth := "-", "-", "-"
 				if inst.Capabilities.NativeWorkers != nil {
 					native = inst.Capabilities.NativeWorkers.Support
 				}
-				return table{header: []string{"OPENCLAW MODES", "NATIVE WORKERS", "SANDBOX DRIVER UNAVAILABLE"},
+				if c := inst.Compute; c != nil {
+					driver, auth = dash(c.Driver), dash(strings.Join(c.HarnessAuth, ","))
+				}
+				return table{header: []string{"OPENCLAW MODES", "NATIVE WORKERS", "SANDBOX DRIVER UNAVAILABLE", "COMPUTE", "HARNESS AUTH"},
+					wide: wideCols(4),
 					rows: [][]string{{strings.Join(inst.Capabilities.OpenClaw.ExecutionModes, ","), native,
-						fmt.Sprint(inst.SandboxDriverUnavailable)}}}
+						fmt.Sprint(inst.SandboxDriverUnavailable), driver, auth}},
+					names: []string{"installation/" + driver}}
 			})
 		},
 	}

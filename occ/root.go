@@ -11,23 +11,37 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"oce.dev/oce/coordinator/client"
+	"oce.dev/oce/shared/buildinfo"
 )
 
-// Exit codes of occ.
+// Exit codes of occ: stable, documented in `occ --help` and
+// docs/OPERATIONS.md; scripts may branch on them.
 const (
 	ExitOK      = 0
-	ExitErr     = 1 // any failed request or bad input
-	ExitUsage   = 2 // unknown command or flag
+	ExitErr     = 1 // a request failed or the input was bad
+	ExitUsage   = 2 // unknown command or flag, wrong arguments
 	ExitFailed  = 3 // deploy --wait: the revision failed or was superseded
 	ExitTimeout = 4 // deploy --wait: the timeout passed before a final state
+	// ExitInterrupted (130, deploywait.go): Ctrl-C or SIGTERM ended the command.
 )
 
-// DefaultPollInterval is how often deploy --wait polls progress.
+// exitCodesHelp is the exit-code table of occ --help.
+const exitCodesHelp = `Exit codes:
+  0    success
+  1    a request failed or the input was bad
+  2    usage: unknown command or flag, wrong arguments
+  3    deploy --wait: the revision failed or was superseded
+  4    deploy --wait: the timeout passed first
+  130  interrupted (Ctrl-C)`
+
+// DefaultPollInterval paces deploy --wait while the coordinator cannot answer
+// its blocking query for change (it waits on that otherwise).
 const DefaultPollInterval = 500 * time.Millisecond
 
 // DefaultWaitTimeout bounds deploy --wait; the convergence window of revision
@@ -51,8 +65,11 @@ type Options struct {
 	WorkDir string
 	// HTTPClient replaces the HTTP client (tests).
 	HTTPClient *http.Client
-	// PollInterval of deploy --wait; zero means DefaultPollInterval.
+	// PollInterval of deploy --wait and --watch; zero means DefaultPollInterval.
 	PollInterval time.Duration
+	// Build is what occ version reports for the client; nil reads this
+	// binary's build information.
+	Build *buildinfo.Info
 }
 
 // ExitError carries an exit code out of a command.
@@ -69,6 +86,7 @@ type app struct {
 	opts Options
 	// global flags
 	server, token, tokenFile, namespace, output, caFile, contextName string
+	noHeaders                                                        bool
 	// resolved in PersistentPreRunE
 	settings settings
 	caPool   *x509.CertPool
@@ -97,8 +115,15 @@ func NewRootCommand(opts Options) *cobra.Command {
 	opts.defaults()
 	a := &app{opts: opts}
 	root := &cobra.Command{
-		Use:           "occ",
-		Short:         "occ administers an oce coordinator",
+		Use:   "occ",
+		Short: "occ administers an oce coordinator",
+		Long: "occ administers an oce coordinator through its HTTP API: Namespaces, Configurations, Agents and\n" +
+			"their revisions, the audit log, the Raft cluster, and a development instance on this machine.\n\n" +
+			exitCodesHelp,
+		Example: `  occ dev up && make demo            # a coordinator on this machine, then the quickstart
+  occ agent list -o wide
+  occ agent describe hello
+  occ --server https://oce.example:7400 --token-file token status`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -123,7 +148,8 @@ func NewRootCommand(opts Options) *cobra.Command {
 	f.StringVar(&a.token, "token", "", "bearer token (prefer --token-file; env OCC_TOKEN)")
 	f.StringVar(&a.tokenFile, "token-file", "", "file holding the bearer token, '-' for stdin (default ./"+defaultTokenFile+" when present)")
 	f.StringVarP(&a.namespace, "namespace", "n", "", "namespace (env OCC_NAMESPACE; default "+DefaultNamespace+")")
-	f.StringVarP(&a.output, "output", "o", "", "output format: table, json or yaml")
+	f.StringVarP(&a.output, "output", "o", "", "output format: "+strings.Join(outputFormats, ", "))
+	f.BoolVar(&a.noHeaders, "no-headers", false, "print tables without their header line")
 	f.StringVar(&a.caFile, "ca-file", "", "CA bundle that signed the coordinator's certificate (env OCC_CA_FILE; default ./"+defaultCAFile+" when present)")
 	f.StringVar(&a.contextName, "context", "", "the occ.yaml context to use (env OCC_CONTEXT; default its currentContext)")
 
@@ -133,7 +159,8 @@ func NewRootCommand(opts Options) *cobra.Command {
 		c.GroupID = "resources"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.statusCmd(), a.auditCmd(), a.workCmd(), a.installationCmd(), a.clusterCmd()} {
+	for _, c := range []*cobra.Command{a.statusCmd(), a.auditCmd(), a.workCmd(), a.installationCmd(), a.clusterCmd(),
+		a.versionCmd()} {
 		c.GroupID = "ops"
 		root.AddCommand(c)
 	}
@@ -144,13 +171,21 @@ func NewRootCommand(opts Options) *cobra.Command {
 	}
 	a.registerDev(root)
 	root.AddCommand(completionCmd(root))
+	_ = root.RegisterFlagCompletionFunc("namespace", a.completeFlag(namespaceNames))
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
 	groups(root)
 	return root
 }
 
+// suggestionDistance is the Levenshtein distance within which a mistyped
+// command gets a "did you mean" (cobra's default is 2).
+const suggestionDistance = 2
+
 // groups makes every command that only holds subcommands refuse unknown
-// subcommands (cobra would print help and succeed).
+// subcommands with a suggestion (cobra would print help and succeed, and
+// suggests only at the root).
 func groups(c *cobra.Command) {
+	c.SuggestionsMinimumDistance = suggestionDistance
 	for _, sub := range c.Commands() {
 		groups(sub)
 	}
@@ -158,14 +193,25 @@ func groups(c *cobra.Command) {
 		c.Args = cobra.ArbitraryArgs
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageError(fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()))
+				return usageError(unknownCommand(cmd, args[0]))
 			}
 			return cmd.Help()
 		}
 	}
 }
 
-// Main runs occ with args and returns the process exit code.
+// unknownCommand names the mistyped subcommand and what it may have meant.
+func unknownCommand(cmd *cobra.Command, arg string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", arg, cmd.CommandPath())
+	if s := cmd.SuggestionsFor(arg); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	return errors.New(msg)
+}
+
+// Main runs occ with args and returns the process exit code. ctx is
+// cancelled on Ctrl-C (cmd/occ): a command that ends with ctx done exits
+// ExitInterrupted.
 func Main(ctx context.Context, args []string, opts Options) int {
 	opts.defaults()
 	root := NewRootCommand(opts)
@@ -173,6 +219,16 @@ func Main(ctx context.Context, args []string, opts Options) int {
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
+	}
+	if ctx.Err() != nil {
+		// cmd/occ cancels ctx on SIGINT or SIGTERM: whatever the command
+		// made of that, the process was interrupted.
+		var ee *ExitError
+		if !errors.As(err, &ee) {
+			err = ErrInterrupted
+		}
+		fmt.Fprintln(opts.Stderr, "occ:", err)
+		return ExitInterrupted
 	}
 	fmt.Fprintln(opts.Stderr, "occ:", err)
 	var ee *ExitError

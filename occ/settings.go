@@ -64,6 +64,7 @@ func (fc *FileConfig) context(name string) (*Context, bool) {
 // settings are the resolved global options.
 type settings struct {
 	Server, Token, Namespace, Output string
+	NoHeaders                        bool
 	// CAFile is the CA bundle the client trusts ("" = the system roots).
 	CAFile string
 	// Context names the selected context ("" = none); ConfigPath is occ.yaml.
@@ -123,7 +124,8 @@ func (a *app) resolve(cmd *cobra.Command) (settings, error) {
 	s := settings{
 		Server:     first(a.server, env("OCC_SERVER"), ctx.Server, client.DefaultServer),
 		Namespace:  first(a.namespace, env("OCC_NAMESPACE"), ctx.Namespace, DefaultNamespace),
-		Output:     first(a.output, fc.Output, "table"),
+		Output:     first(a.output, fc.Output, outTable),
+		NoHeaders:  a.noHeaders,
 		CAFile:     first(a.caFile, env("OCC_CA_FILE"), ctx.CAFile),
 		Context:    name,
 		ConfigPath: cfgPath,
@@ -133,10 +135,8 @@ func (a *app) resolve(cmd *cobra.Command) (settings, error) {
 			s.CAFile = p
 		}
 	}
-	switch s.Output {
-	case "table", "json", "yaml":
-	default:
-		return s, usageError(fmt.Errorf("unknown output format %q (table, json, yaml)", s.Output))
+	if err := checkOutput(s.Output); err != nil {
+		return s, usageError(err)
 	}
 	switch {
 	case a.token != "":
@@ -205,7 +205,8 @@ func isUsage(err error) bool {
 	msg := err.Error()
 	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
 		strings.HasPrefix(msg, "unknown shorthand flag") || strings.HasPrefix(msg, "invalid argument") || strings.Contains(msg, "accepts ") ||
-		strings.Contains(msg, "requires at least") || strings.Contains(msg, "required flag")
+		strings.Contains(msg, "requires at least") || strings.Contains(msg, "required flag") ||
+		strings.Contains(msg, "none of the others can be")
 }
 
 func fileExists(p string) bool {

@@ -38,6 +38,7 @@ func env(name, def string) string {
 func command() *cobra.Command {
 	var cfg server.Config
 	var logLevel string
+	var preVote bool
 	cmd := &cobra.Command{
 		Use:           "coordinator",
 		Short:         "Run one member of the oce coordinator (Raft-replicated state, API, activation engine)",
@@ -52,6 +53,7 @@ func command() *cobra.Command {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			cfg.Log = log
 			cfg.Local.LogLevel = logLevel
+			cfg.DisablePreVote = !preVote
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			go func() {
@@ -102,9 +104,10 @@ func command() *cobra.Command {
 	f.DurationVar(&cfg.Timeouts.Election, "raft-election-timeout", store.DefaultElectionTimeout, "Raft election timeout")
 	f.DurationVar(&cfg.Timeouts.LeaderLease, "raft-leader-lease-timeout", store.DefaultLeaderLeaseTimeout, "Raft leader lease timeout")
 	f.DurationVar(&cfg.Timeouts.Commit, "raft-commit-timeout", store.DefaultCommitTimeout, "Raft commit timeout")
+	f.BoolVar(&preVote, "raft-prevote", true, "Raft pre-vote: a member cut off and back does not depose a healthy leader (off only for comparisons)")
 	f.IntVar(&cfg.Engine.Concurrency, "engine-concurrency", engine.DefaultConcurrency, "Agents the activation engine processes in parallel")
 	f.StringVar(&cfg.Engine.CredentialCheck, "credential-check", env("OCE_CREDENTIAL_CHECK", engine.CredentialCheckBeforeCutover),
-		"activation order: before-cutover checks a candidate's credential before any predecessor is stopped; seed keeps the seeds' order (env OCE_CREDENTIAL_CHECK)")
+		"activation order: before-cutover checks a candidate's credential (and runs an embedded replacement's model probe) before any predecessor is stopped; seed keeps the seeds' order (env OCE_CREDENTIAL_CHECK)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "graceful stop budget")
 	return cmd
 }

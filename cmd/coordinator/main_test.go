@@ -12,7 +12,7 @@ func TestFlagDefaultsAndEnv(t *testing.T) {
 	cmd := command()
 	for flag, want := range map[string]string{
 		"data-dir": server.DefaultDataDir, "raft-addr": server.DefaultRaftAddr, "http-addr": server.DefaultHTTPAddr,
-		"driver": "", "join": "", "api-socket": "", "local-root": "", "node-id": "", "raft-heartbeat-timeout": "1s", "raft-leader-lease-timeout": "500ms",
+		"driver": "", "join": "", "api-socket": "", "local-root": "", "node-id": "", "raft-heartbeat-timeout": "400ms", "raft-leader-lease-timeout": "200ms",
 	} {
 		require.Equal(t, want, cmd.Flags().Lookup(flag).DefValue, flag)
 	}

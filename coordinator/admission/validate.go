@@ -45,6 +45,10 @@ func ValidateConfiguration(doc []byte) error {
 	return nil
 }
 
+// WarmSchema compiles the pinned OpenClaw schema Configuration save
+// validates against, ahead of the first save (openclawschema.Warm).
+func WarmSchema() error { return openclawschema.Warm() }
+
 func validateDocument(d Document) error {
 	if err := validateRoster(d.Agents); err != nil {
 		return err

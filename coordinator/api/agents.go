@@ -20,7 +20,7 @@ func (s *server) listAgents(w http.ResponseWriter, r *http.Request) error {
 			out = append(out, a)
 		}
 	}
-	writeJSON(w, http.StatusOK, listOf(out, s.agentView))
+	writeJSON(w, http.StatusOK, byName(listOf(out, s.agentView), func(a wire.Agent) string { return a.Name }))
 	return nil
 }
 
@@ -105,14 +105,10 @@ func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
 			return conflict("agent name %q is taken in namespace %q", req.Name, ns.Name)
 		}
 	}
-	id := newID()
-	if _, err := s.propose(r, state.CmdCreateAgent, state.CreateAgent{ID: id, NamespaceID: ns.ID, Name: req.Name,
-		ExecutionMode: req.ExecutionMode, ConfigurationID: cfg.ID, HarnessAuth: stateHarnessAuth(req.HarnessAuth),
-		ComputeID: req.ComputeID, Plugins: req.Plugins, Rollback: policy, ServicePrincipalID: spID,
-		OwnServicePrincipal: own}); err != nil {
-		return err
-	}
-	return s.writeAgent(w, http.StatusCreated, id)
+	return s.commit(w, r, http.StatusCreated, state.CmdCreateAgent, state.CreateAgent{ID: newID(), NamespaceID: ns.ID,
+		Name: req.Name, ExecutionMode: req.ExecutionMode, ConfigurationID: cfg.ID,
+		HarnessAuth: stateHarnessAuth(req.HarnessAuth), ComputeID: req.ComputeID, Plugins: req.Plugins, Rollback: policy,
+		ServicePrincipalID: spID, OwnServicePrincipal: own})
 }
 
 func (s *server) updateAgent(w http.ResponseWriter, r *http.Request) error {
@@ -157,10 +153,7 @@ func (s *server) updateAgent(w http.ResponseWriter, r *http.Request) error {
 	if a.Deleting {
 		return conflict("agent %q is being deleted", a.Name)
 	}
-	if _, err := s.propose(r, state.CmdUpdateAgent, cmd); err != nil {
-		return err
-	}
-	return s.writeAgent(w, http.StatusOK, a.ID)
+	return s.commit(w, r, http.StatusOK, state.CmdUpdateAgent, cmd)
 }
 
 func (s *server) deleteAgent(w http.ResponseWriter, r *http.Request) error {
@@ -171,7 +164,7 @@ func (s *server) deleteAgent(w http.ResponseWriter, r *http.Request) error {
 	if a.Deleting {
 		return conflict("agent %q is already being deleted", a.Name)
 	}
-	return s.enqueue(w, r, state.CmdRequestDelete, state.RequestDelete{AgentID: a.ID, WorkID: newID(),
+	return s.commit(w, r, http.StatusAccepted, state.CmdRequestDelete, state.RequestDelete{AgentID: a.ID, WorkID: newID(),
 		MaxAttempts: s.cfg.MaxAttempts, ActorGroups: principal(r).ExternalGroups()})
 }
 
@@ -186,40 +179,8 @@ func (s *server) stopAgent(w http.ResponseWriter, r *http.Request) error {
 	if a.Deleting {
 		return conflict("agent %q is being deleted", a.Name)
 	}
-	return s.enqueue(w, r, state.CmdRequestStop, state.RequestStop{AgentID: a.ID, WorkID: newID(),
+	return s.commit(w, r, http.StatusAccepted, state.CmdRequestStop, state.RequestStop{AgentID: a.ID, WorkID: newID(),
 		MaxAttempts: s.cfg.MaxAttempts, ActorGroups: principal(r).ExternalGroups()})
-}
-
-// enqueue proposes stop/delete work and answers 202 with the work item.
-func (s *server) enqueue(w http.ResponseWriter, r *http.Request, typ string, payload any) error {
-	res, err := s.propose(r, typ, payload)
-	if err != nil {
-		return err
-	}
-	wk, ok := res.(state.Work)
-	if !ok {
-		var id string
-		switch p := payload.(type) {
-		case state.RequestStop:
-			id = p.WorkID
-		case state.RequestDelete:
-			id = p.WorkID
-		}
-		if wk, ok = s.b.Machine().Work(id); !ok {
-			return notFound("work %q vanished after enqueue", id)
-		}
-	}
-	writeJSON(w, http.StatusAccepted, wireWork(wk))
-	return nil
-}
-
-func (s *server) writeAgent(w http.ResponseWriter, status int, id string) error {
-	a, ok := s.b.Machine().Agent(id)
-	if !ok {
-		return notFound("agent %q vanished after the write", id)
-	}
-	writeJSON(w, status, s.agentView(a))
-	return nil
 }
 
 func (s *server) listRevisions(w http.ResponseWriter, r *http.Request) error {

@@ -21,6 +21,7 @@ import (
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/buildinfo"
 )
 
 // authentication is the authn middleware for this handler.
@@ -105,6 +106,8 @@ type Config struct {
 	// HarnessVersions maps harness id to the approved version admission
 	// freezes into revisions; nil means admission's defaults.
 	HarnessVersions map[string]string
+	// Build is what GET /v1/version reports; nil reads this binary's.
+	Build *buildinfo.Info
 }
 
 type server struct {
@@ -139,6 +142,10 @@ func New(cfg Config, b Backend) http.Handler {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.TLSClientConfig = cfg.ForwardTLS
 		s.forwardTransport = t
+	}
+	if s.cfg.Build == nil {
+		b := buildinfo.Read()
+		s.cfg.Build = &b
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes

@@ -83,6 +83,7 @@ func TestStrictDecoding(t *testing.T) {
 		"wrong type":     `{"name":7}`,
 		"null":           `null`,
 		"case variation": `{"NAME":"a"}`,
+		"duplicate key":  `{"name":"a","name":"b"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			e.reject(400, "INVALID_REQUEST", "POST", "/v1/namespaces", body)
@@ -452,7 +453,7 @@ func TestActorAndOutcomeUnknown(t *testing.T) {
 	require.Equal(t, []string{"bootstrap"}, seen, "the bootstrap token's actor")
 
 	e.b.ProposeHook = func(string) error { return errors.New("store: not the leader; outcome unknown") }
-	r := e.reject(503, "NOT_LEADER", "POST", "/v1/namespaces", map[string]any{"name": "other"})
+	r := e.reject(503, "OUTCOME_UNKNOWN", "POST", "/v1/namespaces", map[string]any{"name": "other"})
 	d := r["error"].(map[string]any)["details"].(map[string]any)
 	require.Equal(t, true, d["outcomeUnknown"])
 	require.NotContains(t, d, "leader", "clients must not replay an unknown outcome")

@@ -28,11 +28,15 @@ var routeActions = map[string]iam.Action{
 	"GET /v1/namespaces":      iam.ViewNamespace,
 	"POST /v1/namespaces":     iam.CreateNamespace,
 	"GET /v1/namespaces/{ns}": iam.ViewNamespace,
+	// Removing a tenant boundary is a cluster administrator's act.
+	"DELETE /v1/namespaces/{ns}": iam.AdministerCluster,
 
 	"GET /v1/namespaces/{ns}/configurations":       iam.ViewConfiguration,
 	"POST /v1/namespaces/{ns}/configurations":      iam.CreateConfiguration,
 	"GET /v1/namespaces/{ns}/configurations/{cfg}": iam.ViewConfiguration,
 	"PUT /v1/namespaces/{ns}/configurations/{cfg}": iam.UpdateConfiguration,
+	// Deleting a Configuration is its administrators' update of it.
+	"DELETE /v1/namespaces/{ns}/configurations/{cfg}": iam.UpdateConfiguration,
 
 	"GET /v1/namespaces/{ns}/agents":                         iam.ViewAgent,
 	"POST /v1/namespaces/{ns}/agents":                        iam.CreateAgent,
@@ -46,6 +50,7 @@ var routeActions = map[string]iam.Action{
 	"GET /v1/namespaces/{ns}/agents/{agent}/work":            iam.ViewAgent,
 	"GET /v1/namespaces/{ns}/agents/{agent}/endpoints":       iam.ViewAgent,
 	"POST /v1/namespaces/{ns}/agents/{agent}/messages":       iam.MessageAgent,
+	"GET /v1/namespaces/{ns}/agents/{agent}/logs":            iam.ViewAgent,
 	"GET /v1/namespaces/{ns}/serviceprincipals":              iam.ViewServicePrincipal,
 	"POST /v1/namespaces/{ns}/serviceprincipals":             iam.CreateSP,
 	"DELETE /v1/namespaces/{ns}/serviceprincipals/{sp}":      iam.DeleteSP,
@@ -53,7 +58,9 @@ var routeActions = map[string]iam.Action{
 	"GET /v1/work/{id}":              iam.ViewAgent,
 	"GET /v1/audit":                  iam.ViewAudit,
 	"GET /v1/installation":           iam.ViewInstallation,
+	"GET /v1/version":                iam.ViewInstallation,
 	"GET /v1/status":                 iam.ViewAgent,
+	"GET /v1/index":                  iam.ViewInstallation,
 	"GET /v1/whoami":                 iam.WhoAmI,
 	"GET /v1/users":                  iam.ManageUsers,
 	"POST /v1/users":                 iam.ManageUsers,

@@ -86,6 +86,8 @@ func matrixRows() map[string]matrixRow {
 			}},
 		"POST /v1/namespaces":     {path: "/v1/namespaces", body: obj(`{"name":"fresh"}`), allowed: ca, ok: 201},
 		"GET /v1/namespaces/{ns}": {path: ns, allowed: teamReaders, ok: 200},
+		// team holds Agents: a cluster admin may ask, and is refused with 409.
+		"DELETE /v1/namespaces/{ns}": {path: ns, allowed: ca, ok: 409},
 
 		"GET /v1/namespaces/{ns}/configurations": {path: ns + "/configurations", allowed: teamReaders, ok: 200},
 		"POST /v1/namespaces/{ns}/configurations": {path: ns + "/configurations", allowed: ca, ok: 201,
@@ -93,6 +95,8 @@ func matrixRows() map[string]matrixRow {
 		"GET /v1/namespaces/{ns}/configurations/{cfg}": {path: ns + "/configurations/cfg", allowed: teamReaders, ok: 200},
 		"PUT /v1/namespaces/{ns}/configurations/{cfg}": {path: ns + "/configurations/cfg", allowed: ca, ok: 200,
 			body: func(*matrixFixture) any { return map[string]any{"document": doc} }},
+		// bot uses cfg: allowed callers are refused with 409.
+		"DELETE /v1/namespaces/{ns}/configurations/{cfg}": {path: ns + "/configurations/cfg", allowed: ca, ok: 409},
 
 		"GET /v1/namespaces/{ns}/agents": {path: ns + "/agents", allowed: teamReaders, ok: 200},
 		"POST /v1/namespaces/{ns}/agents": {path: ns + "/agents", allowed: ca, ok: 201,
@@ -107,6 +111,16 @@ func matrixRows() map[string]matrixRow {
 		"GET /v1/namespaces/{ns}/agents/{agent}/revisions":       {path: agent + "/revisions", allowed: teamReaders, ok: 200},
 		"GET /v1/namespaces/{ns}/agents/{agent}/revisions/{rev}": {path: agent + "/revisions/1", allowed: teamReaders, ok: 200},
 		"GET /v1/namespaces/{ns}/agents/{agent}/work":            {path: agent + "/work", allowed: teamReaders, ok: 200},
+		"GET /v1/namespaces/{ns}/overview":                       {path: ns + "/overview", allowed: teamReaders, ok: 200},
+		"GET /v1/namespaces/{ns}/agents/{agent}/overview":        {path: agent + "/overview", allowed: teamReaders, ok: 200},
+		"GET /v1/namespaces/{ns}/agents/{agent}/logs":            {path: agent + "/logs", allowed: teamReaders, ok: 404},
+		"GET /v1/namespaces/{ns}/agents/{agent}/files":           {path: agent + "/files", allowed: teamReaders, ok: 503},
+		"GET /v1/namespaces/{ns}/agents/{agent}/files/{name}":    {path: agent + "/files/AGENTS.md", allowed: teamReaders, ok: 503},
+		"GET /v1/namespaces/{ns}/agents/{agent}/files/{path...}": {path: agent + "/files/a/b", allowed: teamReaders, ok: 400},
+		"PUT /v1/namespaces/{ns}/agents/{agent}/files/{name}": {path: agent + "/files/AGENTS.md", allowed: ca,
+			ok: 503, body: obj(`{"content":"x","force":true}`)},
+		"PUT /v1/namespaces/{ns}/agents/{agent}/files/{path...}": {path: agent + "/files/a/b", allowed: ca,
+			ok: 400, body: obj(`{"content":"x","force":true}`)},
 		// The memory driver reports no endpoints: 404 to those who may ask.
 		"GET /v1/namespaces/{ns}/agents/{agent}/endpoints": {path: agent + "/endpoints", allowed: teamReaders, ok: 404},
 		// A relayed turn is an operator's act (viewers may not talk to the
@@ -143,6 +157,8 @@ func matrixRows() map[string]matrixRow {
 				}
 			}},
 		"GET /v1/installation": {path: "/v1/installation", allowed: everyone, ok: 200},
+		"GET /v1/version":      {path: "/v1/version", allowed: everyone, ok: 200},
+		"GET /v1/index":        {path: "/v1/index", allowed: everyone, ok: 200},
 		"GET /v1/status": {path: "/v1/status", allowed: everyone, ok: 200,
 			check: func(t *testing.T, caller string, body []byte) {
 				var st map[string]any

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/state"
@@ -79,6 +81,13 @@ func listOf[S, W any](items []S, conv func(S) W) wire.List[W] {
 		out = append(out, conv(it))
 	}
 	return wire.List[W]{Items: out}
+}
+
+// byName orders a named collection by name, as clients list it (names are
+// unique within a collection).
+func byName[T any](l wire.List[T], name func(T) string) wire.List[T] {
+	slices.SortFunc(l.Items, func(a, b T) int { return strings.Compare(name(a), name(b)) })
+	return l
 }
 
 // wireCluster converts the Backend's cluster report. The store defines it

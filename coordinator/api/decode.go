@@ -1,20 +1,22 @@
 package api
 
 import (
+	kjson "sigs.k8s.io/json"
+
+	"oce.dev/oce/shared/codes"
+
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"reflect"
 	"strings"
 )
 
 // DefaultMaxBodyBytes bounds a request body when Config.MaxBodyBytes is zero.
 const DefaultMaxBodyBytes = 1 << 20
 
-// decodeStrict decodes exactly one JSON value from data into v, rejecting
-// unknown fields, trailing data and a non-object top level.
+// decodeStrict decodes exactly one JSON object from data into v, rejecting
+// unknown, duplicate or differently-cased keys and trailing data.
 func decodeStrict(data []byte, v any) error {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
@@ -23,15 +25,17 @@ func decodeStrict(data []byte, v any) error {
 	if trimmed[0] != '{' {
 		return invalid("request body must be a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	// sigs.k8s.io/json: keys match exactly (encoding/json would match them
+	// case-insensitively), unknown and duplicate keys are refused, and a
+	// trailing value is a syntax error.
+	strict, err := kjson.UnmarshalStrict(trimmed, v)
+	if err != nil {
 		return invalid("malformed request body: %s", cleanJSONError(err))
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return invalid("malformed request body: trailing data after the JSON object")
+	if len(strict) > 0 {
+		return invalid("malformed request body: %s", cleanJSONError(strict[0]))
 	}
-	return exactKeys(trimmed, reflect.TypeOf(v))
+	return nil
 }
 
 func cleanJSONError(err error) string {
@@ -48,7 +52,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "INVALID_REQUEST",
+			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: codes.InvalidRequest,
 				Message: "request body exceeds the size limit", Details: map[string]any{"limit": limit}}
 		}
 		return nil, invalid("reading request body: %v", err)
@@ -75,82 +79,4 @@ func (s *server) decodeOptionalBody(w http.ResponseWriter, r *http.Request, v an
 		return nil
 	}
 	return decodeStrict(data, v)
-}
-
-// exactKeys rejects object keys that differ from the struct's JSON names
-// (encoding/json matches them case-insensitively), recursing into nested
-// struct fields; json.RawMessage fields (native documents) are left alone.
-func exactKeys(data []byte, t reflect.Type) error {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-	case reflect.Slice:
-		if t == rawMessageType {
-			return nil
-		}
-		var items []json.RawMessage
-		if json.Unmarshal(data, &items) != nil {
-			return nil
-		}
-		for _, it := range items {
-			if err := exactKeys(it, t.Elem()); err != nil {
-				return err
-			}
-		}
-		return nil
-	default:
-		return nil
-	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(data, &obj) != nil {
-		return nil // null or a type error the decoder already reported
-	}
-	fields := jsonFields(t)
-	for k, v := range obj {
-		ft, ok := fields[k]
-		if !ok {
-			return invalid("malformed request body: unknown field %q", k)
-		}
-		if err := exactKeys(v, ft); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-var rawMessageType = reflect.TypeOf(json.RawMessage(nil))
-
-// jsonFields maps the exact JSON names of t's fields (embedded structs
-// flattened) to their types.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
-		}
-		if f.Anonymous && name == "" {
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				for k, v := range jsonFields(ft) {
-					out[k] = v
-				}
-				continue
-			}
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = f.Type
-	}
-	return out
 }

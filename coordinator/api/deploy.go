@@ -62,20 +62,8 @@ func (s *server) deployAgent(w http.ResponseWriter, r *http.Request) error {
 	if err := s.allowWith(r, iam.DeployAgent, agentRes, ns.ID, iam.DeployContext(rev, out), false); err != nil {
 		return err
 	}
-	workID := newID()
-	res, err := s.propose(r, state.CmdAdmitRevision, state.AdmitRevision{Revision: rev, WorkID: workID,
+	return s.commit(w, r, http.StatusAccepted, state.CmdAdmitRevision, state.AdmitRevision{Revision: rev, WorkID: newID(),
 		MaxAttempts: s.cfg.MaxAttempts, ActorGroups: principal(r).ExternalGroups()})
-	if err != nil {
-		return err
-	}
-	admitted, ok := res.(state.Revision)
-	if !ok {
-		if admitted, ok = m.Revision(rev.ID); !ok {
-			return notFound("revision %q vanished after admission", rev.ID)
-		}
-	}
-	writeJSON(w, http.StatusAccepted, wire.DeployResult{Revision: s.revisionView(admitted), WorkID: workID})
-	return nil
 }
 
 // allowReferences authorizes the Agent's separately protected references:

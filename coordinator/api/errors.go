@@ -52,6 +52,13 @@ func notLeader(leader string) *Error {
 		Message: "this node is not the leader", Details: map[string]any{"leader": leader}}
 }
 
+// outcomeUnknown answers a write that may or may not have taken effect.
+func outcomeUnknown(why string) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: codes.OutcomeUnknown,
+		Message: why + "; retry with the same " + IdempotencyKeyHeader + ", or check the state before retrying without one",
+		Details: map[string]any{"outcomeUnknown": true}}
+}
+
 // toError maps any error a handler meets onto the closed set.
 func toError(err error) *Error {
 	var ae *Error
@@ -73,12 +80,13 @@ func toError(err error) *Error {
 		return e
 	}
 	// A proposal whose fate is unknown (leadership lost after hand-off, or a
-	// timeout) must not be replayed blindly: no leader is named, so clients
-	// do not follow it, and the caller checks state before retrying.
+	// timeout) must not be replayed blindly: only with its Idempotency-Key.
 	if strings.Contains(err.Error(), "outcome unknown") {
-		return &Error{Status: http.StatusServiceUnavailable, Code: codes.NotLeader,
-			Message: "the request reached the log but its outcome is unknown (leadership changed or it timed out); check the state before retrying",
-			Details: map[string]any{"outcomeUnknown": true}}
+		return outcomeUnknown("the request reached the log but its outcome is unknown (leadership changed or it timed out)")
+	}
+	if errors.Is(err, state.ErrIdempotencyMismatch) {
+		return &Error{Status: http.StatusUnprocessableEntity, Code: codes.IdempotencyKeyReused,
+			Message: err.Error() + "; nothing was applied"}
 	}
 	var nl NotLeader
 	if errors.As(err, &nl) {

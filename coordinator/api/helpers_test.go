@@ -80,17 +80,7 @@ func (e *env) raw(method, path string, body io.Reader, token string) resp {
 // do sends v (a string is sent verbatim, anything else as JSON).
 func (e *env) do(method, path string, v any) resp {
 	e.t.Helper()
-	var body io.Reader
-	switch x := v.(type) {
-	case nil:
-	case string:
-		body = bytes.NewBufferString(x)
-	default:
-		b, err := json.Marshal(x)
-		require.NoError(e.t, err)
-		body = bytes.NewReader(b)
-	}
-	return e.raw(method, path, body, testToken)
+	return e.send(method, path, v, nil)
 }
 
 // expect asserts status and returns the decoded body.

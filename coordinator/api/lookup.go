@@ -21,18 +21,34 @@ type barrierer interface {
 	Barrier(ctx context.Context) error
 }
 
-// caughtUp is called before a lookup answers "not found": on a leader whose
-// state may still trail the log (just after a leadership change, entries of
-// the previous term can be committed but not yet applied here) it waits for
-// the state to catch up and reports whether the lookup is worth repeating.
+// caughtUp is called before a lookup answers "not found": it lets the state
+// catch up with what the cluster has committed and reports whether the
+// lookup is worth repeating. On a leader it runs a Raft barrier (just after
+// a leadership change, entries of the previous term can be committed but
+// not yet applied here); on a follower it waits for the leader's commit
+// index as this member knows it, so a member catching up never reports as
+// missing what the cluster has. A ?stale read asked for this member's state
+// as it is and skips it.
 func (s *server) caughtUp(ctx context.Context) bool {
-	b, ok := s.b.(barrierer)
-	if !ok || !s.b.IsLeader() {
+	if m, ok := ctx.Value(readModeKey{}).(readMode); ok && m.stale {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
 	defer cancel()
-	return b.Barrier(ctx) == nil
+	if b, ok := s.b.(barrierer); ok && s.b.IsLeader() {
+		return b.Barrier(ctx) == nil
+	}
+	pos, ok := s.b.(Positions)
+	if !ok {
+		return false
+	}
+	c, ok := pos.LeaderCommit()
+	before := pos.AppliedIndex()
+	if !ok || before >= c {
+		return false
+	}
+	_, err := pos.WaitApplied(ctx, c)
+	return err == nil && pos.AppliedIndex() > before
 }
 
 // namespace resolves the request's {ns} for a caller who may view it

@@ -5,8 +5,10 @@ import (
 
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
 )
 
 // propose replicates one command and times it for the apply histogram.
@@ -29,7 +31,7 @@ func (s *server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
 			out = append(out, ns)
 		}
 	}
-	writeJSON(w, http.StatusOK, listOf(out, wireNamespace))
+	writeJSON(w, http.StatusOK, byName(listOf(out, wireNamespace), func(n wire.Namespace) string { return n.Name }))
 	return nil
 }
 
@@ -53,16 +55,7 @@ func (s *server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err := validName("namespace", req.Name); err != nil {
 		return err
 	}
-	id := newID()
-	if _, err := s.propose(r, state.CmdCreateNamespace, state.CreateNamespace{ID: id, Name: req.Name}); err != nil {
-		return err
-	}
-	ns, ok := s.b.Machine().Namespace(id)
-	if !ok {
-		return notFound("namespace %q vanished after creation", id)
-	}
-	writeJSON(w, http.StatusCreated, wireNamespace(ns))
-	return nil
+	return s.commit(w, r, http.StatusCreated, state.CmdCreateNamespace, state.CreateNamespace{ID: newID(), Name: req.Name})
 }
 
 func (s *server) listConfigurations(w http.ResponseWriter, r *http.Request) error {
@@ -76,7 +69,7 @@ func (s *server) listConfigurations(w http.ResponseWriter, r *http.Request) erro
 			out = append(out, c)
 		}
 	}
-	writeJSON(w, http.StatusOK, listOf(out, wireConfiguration))
+	writeJSON(w, http.StatusOK, byName(listOf(out, wireConfiguration), func(c wire.Configuration) string { return c.Name }))
 	return nil
 }
 
@@ -119,12 +112,8 @@ func (s *server) createConfiguration(w http.ResponseWriter, r *http.Request) err
 			return conflict("configuration name %q is taken in namespace %q", req.Name, ns.Name)
 		}
 	}
-	id := newID()
-	if _, err := s.propose(r, state.CmdPutConfiguration, state.PutConfiguration{ID: id, NamespaceID: ns.ID,
-		Name: req.Name, Document: req.Document}); err != nil {
-		return err
-	}
-	return s.writeConfiguration(w, http.StatusCreated, id)
+	return s.commit(w, r, http.StatusCreated, state.CmdPutConfiguration, state.PutConfiguration{ID: newID(),
+		NamespaceID: ns.ID, Name: req.Name, Document: req.Document})
 }
 
 func (s *server) updateConfiguration(w http.ResponseWriter, r *http.Request) error {
@@ -146,11 +135,8 @@ func (s *server) updateConfiguration(w http.ResponseWriter, r *http.Request) err
 	if err := s.validConfiguration(req.Document); err != nil {
 		return err
 	}
-	if _, err := s.propose(r, state.CmdPutConfiguration, state.PutConfiguration{ID: c.ID, NamespaceID: ns.ID,
-		Name: c.Name, Document: req.Document}); err != nil {
-		return err
-	}
-	return s.writeConfiguration(w, http.StatusOK, c.ID)
+	return s.commit(w, r, http.StatusOK, state.CmdPutConfiguration, state.PutConfiguration{ID: c.ID, NamespaceID: ns.ID,
+		Name: c.Name, Document: req.Document})
 }
 
 func (s *server) validConfiguration(doc []byte) error {
@@ -160,11 +146,48 @@ func (s *server) validConfiguration(doc []byte) error {
 	return admission.ValidateConfiguration(doc)
 }
 
-func (s *server) writeConfiguration(w http.ResponseWriter, status int, id string) error {
-	c, ok := s.b.Machine().Configuration(id)
-	if !ok {
-		return notFound("configuration %q vanished after the write", id)
+// deleteNamespace removes an empty Namespace: 409 while it holds Agents or
+// Configurations. The compute driver removes the Namespace's runtime
+// namespaces first (idempotent), so nothing outlives the record.
+func (s *server) deleteNamespace(w http.ResponseWriter, r *http.Request) error {
+	ns, err := s.namespace(r)
+	if err != nil {
+		return err
 	}
-	writeJSON(w, status, wireConfiguration(c))
-	return nil
+	// Removing a tenant boundary is a cluster administrator's act.
+	if err := s.allow(r, iam.AdministerCluster, iam.ClusterRes(), ns.ID); err != nil {
+		return err
+	}
+	m := s.b.Machine()
+	if n := len(m.Agents(ns.ID)); n > 0 {
+		return conflict("namespace %q still holds %d agent(s): delete them first", ns.Name, n)
+	}
+	if n := len(m.Configurations(ns.ID)); n > 0 {
+		return conflict("namespace %q still holds %d configuration(s): delete them first", ns.Name, n)
+	}
+	if d := s.b.Driver(); d != nil {
+		if err := d.DeleteNamespace(r.Context(), ns); err != nil {
+			code, _ := compute.ErrorCode(err, codes.TransientDependency)
+			e := conflict("the compute driver could not remove namespace %q yet: %v", ns.Name, err)
+			e.Details = map[string]any{"reason": string(code)}
+			return e
+		}
+	}
+	return s.commit(w, r, http.StatusOK, state.CmdDeleteNamespace, state.DeleteNamespace{ID: ns.ID})
+}
+
+// deleteConfiguration removes a Configuration no Agent uses (409 otherwise).
+func (s *server) deleteConfiguration(w http.ResponseWriter, r *http.Request) error {
+	ns, err := s.namespace(r)
+	if err != nil {
+		return err
+	}
+	c, err := s.configurationRef(ns, r.PathValue("cfg"))
+	if err != nil {
+		return err
+	}
+	if err := s.allow(r, iam.UpdateConfiguration, cfgRes(ns, c.Name), ns.ID); err != nil {
+		return err
+	}
+	return s.commit(w, r, http.StatusOK, state.CmdDeleteConfiguration, state.DeleteConfiguration{ID: c.ID})
 }

@@ -34,22 +34,24 @@ func (s *server) registerRoutes() {
 	m.HandleFunc("GET /livez", s.livez)
 	m.HandleFunc("GET /readyz", s.readyz)
 	m.HandleFunc("GET /v1/auth", s.authConfig)
-	s.read("GET /metrics", func(w http.ResponseWriter, r *http.Request) error {
+	s.readWith("GET /metrics", func(w http.ResponseWriter, r *http.Request) error {
 		if err := s.allow(r, iam.ViewMetrics, iam.ClusterRes(), ""); err != nil {
 			return err
 		}
 		s.metricsHandler.ServeHTTP(w, r)
 		return nil
-	})
+	}, readOpts{ungated: true, streamed: true})
 
 	s.read("GET /v1/namespaces", s.listNamespaces)
 	s.write("POST /v1/namespaces", s.createNamespace)
 	s.read("GET "+ns, s.getNamespace)
+	s.write("DELETE "+ns, s.deleteNamespace)
 
 	s.read("GET "+ns+"/configurations", s.listConfigurations)
 	s.write("POST "+ns+"/configurations", s.createConfiguration)
 	s.read("GET "+ns+"/configurations/{cfg}", s.getConfiguration)
 	s.write("PUT "+ns+"/configurations/{cfg}", s.updateConfiguration)
+	s.write("DELETE "+ns+"/configurations/{cfg}", s.deleteConfiguration)
 
 	s.read("GET "+ns+"/agents", s.listAgents)
 	s.write("POST "+ns+"/agents", s.createAgent)
@@ -62,20 +64,24 @@ func (s *server) registerRoutes() {
 	s.read("GET "+agent+"/revisions/{rev}", s.getRevision)
 	s.read("GET "+agent+"/work", s.agentWork)
 	s.read("GET "+agent+"/endpoints", s.endpoints)
-	s.read("POST "+agent+"/messages", s.messages) // any member relays a turn; no state changes
+	s.read("POST "+agent+"/messages", s.messages)                      // any member relays a turn; no state changes
+	s.readWith("GET "+agent+"/logs", s.logs, readOpts{streamed: true}) // followed: written as it grows
+	s.consoleRoutes(ns, agent)                                         // workspace documents and overviews (workspace.go, overview.go)
 
 	s.read("GET /v1/work", s.listWork)
 	s.read("GET /v1/work/{id}", s.getWork)
 	s.read("GET /v1/audit", s.listAudit)
 	s.read("GET /v1/installation", s.installation)
 	s.read("GET /v1/status", s.status)
+	s.read("GET /v1/version", s.version)
+	s.read("GET /v1/index", s.index)
 
-	s.read("GET /v1/cluster", s.cluster)
-	s.write("POST /v1/cluster/join", s.clusterJoin)
-	s.write("POST /v1/cluster/remove", s.clusterRemove)
-	s.write("POST /v1/cluster/transfer", s.clusterTransfer)
-	s.read("GET /v1/cluster/snapshot", s.clusterSnapshot)
-	s.write("POST /v1/cluster/restore", s.clusterRestore)
+	s.readWith("GET /v1/cluster", s.cluster, readOpts{ungated: true})
+	s.admin("POST /v1/cluster/join", s.clusterJoin)
+	s.admin("POST /v1/cluster/remove", s.clusterRemove)
+	s.admin("POST /v1/cluster/transfer", s.clusterTransfer)
+	s.readWith("GET /v1/cluster/snapshot", s.clusterSnapshot, readOpts{ungated: true, streamed: true})
+	s.admin("POST /v1/cluster/restore", s.clusterRestore)
 
 	s.identityRoutes()
 
@@ -95,14 +101,40 @@ func (s *server) register(pattern string) {
 	}
 }
 
-// read registers a route any node serves from its local state.
+// read registers a route any node serves from its local state, under the
+// read modes of consistency.go.
 func (s *server) read(pattern string, h handlerFunc) {
+	s.readWith(pattern, h, readOpts{})
+}
+
+func (s *server) readWith(pattern string, h handlerFunc, o readOpts) {
+	s.register(pattern)
+	s.mux.Handle(pattern, s.authed(s.wrap(pattern, s.consistent(h, o))))
+}
+
+// call registers a route with an effect outside the replicated state (a
+// Gateway call) that any member serves. It runs exactly once: never under a
+// read mode, whose consistent rendering may run a handler twice.
+func (s *server) call(pattern string, h handlerFunc) {
 	s.register(pattern)
 	s.mux.Handle(pattern, s.authed(s.wrap(pattern, h)))
 }
 
-// write registers a route that only the leader executes.
+// write registers a state write: only the leader executes it, recording its
+// Idempotency-Key (idempotency.go).
 func (s *server) write(pattern string, h handlerFunc) {
+	s.leaderOnly(pattern, s.keyed(h))
+}
+
+// admin registers a cluster administration route: leader only; its effects
+// are not state entries, so a key is not recorded (they are idempotent by
+// design: a repeated join, removal or restore ends in the same state).
+func (s *server) admin(pattern string, h handlerFunc) {
+	s.leaderOnly(pattern, h)
+}
+
+// leaderOnly registers a route that only the leader executes.
+func (s *server) leaderOnly(pattern string, h handlerFunc) {
 	s.register(pattern)
 	inner := s.wrap(pattern, h)
 	s.mux.Handle(pattern, s.authed(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

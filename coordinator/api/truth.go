@@ -13,8 +13,12 @@ import (
 // agentView converts an Agent and adds its observed status and policy.
 func (s *server) agentView(a state.Agent) wire.Agent {
 	m := s.b.Machine()
+	return s.agentViewWith(m, a, agentStatus(m, a))
+}
+
+// agentViewWith converts an Agent with the status already derived.
+func (s *server) agentViewWith(m *state.Machine, a state.Agent, st wire.AgentStatus) wire.Agent {
 	out := s.wireAgentOf(a)
-	st := agentStatus(m, a)
 	out.Status = &st
 	if p, ok := m.RollbackPolicyOf(a.ID); ok {
 		out.Rollback = &wire.RollbackPolicy{Enabled: p.Enabled, Window: p.Window.String()}
@@ -47,6 +51,9 @@ func (s *server) revisionView(r state.Revision) wire.Revision {
 	// The active revision's runtime is what the health watcher observes.
 	if a, ok := m.Agent(r.AgentID); ok && a.ActiveRevisionID == r.ID {
 		if h, ok := m.Health(a.ID); ok && h.RevisionID == r.ID {
+			// The phase recorded before the commit is history now (an
+			// embedded replacement probed before its cutover).
+			v.Phase = ""
 			v.HeldCode, v.CauseKind, v.CauseDetail = h.HeldCode, h.CauseKind, h.CauseDetail
 			if !h.Ready {
 				v.Reason = h.Reason
@@ -64,11 +71,17 @@ func (s *server) revisionView(r state.Revision) wire.Revision {
 // serving or degraded from the observed readiness of the active revision;
 // failed or stopped without one.
 func agentStatus(m *state.Machine, a state.Agent) wire.AgentStatus {
+	return agentStatusWith(m, a, m.WorkItems(state.WorkFilter{AgentID: a.ID, Kind: state.WorkActivate}))
+}
+
+// agentStatusWith is agentStatus given the Agent's activate work in
+// creation order (a list page indexes it once for every Agent).
+func agentStatusWith(m *state.Machine, a state.Agent, activate []state.Work) wire.AgentStatus {
 	if a.Deleting {
 		return wire.AgentStatus{State: wire.AgentDeleting}
 	}
 	var open *state.Work
-	for _, w := range m.WorkItems(state.WorkFilter{AgentID: a.ID, Kind: state.WorkActivate}) {
+	for _, w := range activate {
 		if (w.State == state.WorkQueued || w.State == state.WorkClaimed) && w.RevisionID != a.ActiveRevisionID {
 			open = &w
 		}

@@ -1,6 +1,9 @@
 // Package client is the Go client of the coordinator's HTTP API (docs/API.md).
 // It follows NOT_LEADER answers to the leader the error names, so callers
-// may talk to any coordinator replica.
+// may talk to any coordinator replica. Every write carries an
+// Idempotency-Key, the same on every attempt, so the client retries what is
+// safe to retry (a lost answer, an election) without a second effect; reads
+// may ask for linearizable, at-least-index or blocking answers (read.go).
 package client
 
 import (
@@ -17,6 +20,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/shared/codes"
@@ -37,9 +42,10 @@ var (
 	// ErrNotLeader: code NOT_LEADER (no leader known, unreachable, or a
 	// redirect chain that did not end).
 	ErrNotLeader = errors.New("client: NOT_LEADER")
-	// ErrOutcomeUnknown: the write reached the log but leadership changed
-	// before its result was known; it may have been applied. Check the
-	// state before retrying.
+	// ErrOutcomeUnknown: code OUTCOME_UNKNOWN — the write may or may not
+	// have been applied. The client has already retried it with its
+	// Idempotency-Key; repeating the call with the same key
+	// (WithIdempotencyKey) stays safe.
 	ErrOutcomeUnknown = errors.New("client: outcome unknown")
 )
 
@@ -56,14 +62,13 @@ func (e *Error) Error() string {
 }
 
 // Is matches ErrNotLeader for NOT_LEADER answers and ErrOutcomeUnknown for
-// those whose outcome is unknown.
+// OUTCOME_UNKNOWN ones.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case ErrNotLeader:
 		return e.Code == codes.NotLeader
 	case ErrOutcomeUnknown:
-		unknown, _ := e.Details["outcomeUnknown"].(bool)
-		return e.Code == codes.NotLeader && unknown
+		return e.Code == codes.OutcomeUnknown
 	}
 	return false
 }
@@ -72,6 +77,18 @@ func (e *Error) Is(target error) bool {
 func (e *Error) Leader() string {
 	s, _ := e.Details["leader"].(string)
 	return s
+}
+
+// retryable reports whether the same call may be sent again: the write
+// carries its Idempotency-Key, so a repeat never takes effect twice.
+func (e *Error) retryable() bool {
+	switch e.Code {
+	case codes.OutcomeUnknown, codes.NotReady:
+		return true
+	case codes.NotLeader:
+		return e.Leader() == "" || e.Status == http.StatusServiceUnavailable
+	}
+	return false
 }
 
 // Client calls one coordinator (and whichever leader it points to).
@@ -83,7 +100,10 @@ type Client struct {
 	explicitHTTP bool
 	// scheme is what an address without one gets: https once a TLS
 	// configuration is given.
-	scheme string
+	scheme  string
+	retry   Retry
+	mono    bool
+	highest atomic.Uint64 // the highest X-Oce-Index seen
 }
 
 // Option configures a Client.
@@ -167,7 +187,7 @@ const unixHost = "coordinator.sock"
 // authenticating with the bearer token.
 func New(server, token string, opts ...Option) *Client {
 	c := &Client{server: normalize(server, "http"), token: token, hc: &http.Client{Transport: newTransport()}, scheme: "http",
-		explicitHTTP: strings.HasPrefix(server, "http://")}
+		explicitHTTP: strings.HasPrefix(server, "http://"), retry: DefaultRetry}
 	if sock, ok := strings.CutPrefix(server, "unix://"); ok {
 		c.server = "http://" + unixHost
 		c.hc = &http.Client{Transport: unixTransport(sock)}
@@ -193,9 +213,15 @@ func unixTransport(sock string) *http.Transport {
 }
 
 // Ready reports whether the coordinator answers GET /readyz with 200 (a
-// leader is known and the local state is applied).
+// leader is known and the local state is applied). It asks once: readiness
+// is a probe, not something to retry.
 func (c *Client) Ready(ctx context.Context) error {
-	return c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
+	resp, err := c.exchange(ctx, c.server, http.MethodGet, "/readyz", nil, nil, "", "")
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
 }
 
 // Server returns the base URL the client currently talks to.
@@ -243,45 +269,88 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	return nil
 }
 
-// send performs the exchange, following NOT_LEADER to the named leader. A
-// 2xx response is returned open; anything else becomes an *Error.
+func isWrite(method string) bool {
+	return method != http.MethodGet && method != http.MethodHead
+}
+
+// send performs the exchange: it follows NOT_LEADER to the named leader
+// (at most maxRedirects hops) and retries what is safe to retry (transport
+// failures, OUTCOME_UNKNOWN, no leader yet, NOT_READY) with backoff, from
+// the configured server again. Every write carries one Idempotency-Key for
+// all its attempts. A 2xx response is returned open; anything else becomes
+// an *Error.
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, body func() io.Reader, ctype string) (*http.Response, error) {
-	base := c.server
-	for hop := 0; ; hop++ {
-		u := base + path
-		if len(query) > 0 {
-			u += "?" + query.Encode()
-		}
-		var rd io.Reader
-		if body != nil {
-			rd = body()
-		}
-		req, err := http.NewRequestWithContext(ctx, method, u, rd)
-		if err != nil {
-			return nil, fmt.Errorf("client: %s %s: %w", method, path, err)
-		}
-		if rd != nil {
-			req.Header.Set("Content-Type", ctype)
-		}
-		req.Header.Set("Accept", "application/json")
-		if c.token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.token)
-		}
-		resp, err := c.hc.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("client: %s %s: %w", method, u, explainTransport(err))
-		}
-		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+	key := ""
+	if isWrite(method) {
+		key = keyFrom(ctx)
+	} else {
+		query = c.readQuery(ctx, query)
+	}
+	base, hops := c.server, 0
+	for attempt := 0; ; attempt++ {
+		resp, err := c.exchange(ctx, base, method, path, query, body, ctype, key)
+		if err == nil {
 			return resp, nil
 		}
-		apiErr := readError(resp)
-		resp.Body.Close()
-		if apiErr.Code == codes.NotLeader && apiErr.Leader() != "" && hop < maxRedirects {
-			base = normalize(apiErr.Leader(), c.scheme)
-			continue
+		var apiErr *Error
+		isAPI := errors.As(err, &apiErr)
+		if isAPI && apiErr.Code == codes.NotLeader && apiErr.Leader() != "" && apiErr.Status != http.StatusServiceUnavailable {
+			if hops < maxRedirects {
+				base, hops = normalize(apiErr.Leader(), c.scheme), hops+1
+				continue
+			}
+			return nil, err
 		}
-		return nil, apiErr
+		if (isAPI && !apiErr.retryable()) || errors.Is(err, ErrUntrusted) || attempt >= c.retry.Attempts || ctx.Err() != nil {
+			return nil, err
+		}
+		// Start over from the configured server: a leader we were sent
+		// to may be the member that failed.
+		base, hops = c.server, 0
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(c.retry.delay(attempt)):
+		}
 	}
+}
+
+// exchange sends one attempt.
+func (c *Client) exchange(ctx context.Context, base, method, path string, query url.Values, body func() io.Reader,
+	ctype, key string) (*http.Response, error) {
+	u := base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = body()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, &Error{Code: codes.InvalidRequest, Message: fmt.Sprintf("client: %s %s: %v", method, path, err)}
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", ctype)
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if key != "" {
+		req.Header.Set(IdempotencyKeyHeader, key)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s %s: %w", method, u, explainTransport(err))
+	}
+	c.observe(ctx, resp)
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, nil
+	}
+	apiErr := readError(resp)
+	resp.Body.Close()
+	return nil, apiErr
 }
 
 func readError(resp *http.Response) *Error {

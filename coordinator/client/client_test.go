@@ -9,9 +9,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"oce.dev/oce/coordinator/admission"
@@ -193,9 +198,10 @@ func TestFollowsNotLeader(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, nss, 1)
 
-	// A follower without a leader yields ErrNotLeader.
+	// A follower without a leader yields ErrNotLeader once the retries
+	// (an election may be under way) are spent.
 	follower.SetFollower("")
-	_, err = c.CreateNamespace(ctx, "x")
+	_, err = client.New(fsrv.URL, token, fastRetry).CreateNamespace(ctx, "x")
 	require.True(t, errors.Is(err, client.ErrNotLeader), "%v", err)
 
 	// Redirect loops end after a bounded number of hops.
@@ -220,17 +226,179 @@ func TestForwardingFollower(t *testing.T) {
 	require.True(t, ok)
 }
 
-func TestOutcomeUnknown(t *testing.T) {
+// fastRetry keeps the retries of error-path tests short.
+var fastRetry = client.WithRetry(client.Retry{Attempts: 3, Base: time.Millisecond, Max: time.Millisecond})
+
+// TestOutcomeUnknownIsRetriedWithItsKey: a write whose outcome is unknown is
+// sent again with the same Idempotency-Key; once the retries are spent the
+// error is ErrOutcomeUnknown, not ErrNotLeader.
+func TestOutcomeUnknownIsRetriedWithItsKey(t *testing.T) {
 	b := apitest.New()
-	c := client.New(serve(t, b, false).URL, token)
+	var keys []string
+	srv := httptest.NewServer(recordKeys(&keys, api.New(api.Config{Token: token, Metrics: prometheus.NewRegistry()}, b)))
+	t.Cleanup(srv.Close)
+	c := client.New(srv.URL, token, fastRetry)
+	fails := 2
+	b.ProposeHook = func(string) error {
+		if fails > 0 {
+			fails--
+			return errors.New("store: not the leader; outcome unknown")
+		}
+		return nil
+	}
+	ns, err := c.CreateNamespace(context.Background(), "team")
+	require.NoError(t, err)
+	require.Len(t, keys, 3)
+	require.NotEmpty(t, keys[0])
+	require.Equal(t, []string{keys[0], keys[0], keys[0]}, keys, "one key for every attempt")
+	require.Len(t, b.M.Namespaces(), 1)
+	require.Equal(t, ns.ID, b.M.Namespaces()[0].ID)
+
 	b.ProposeHook = func(string) error { return errors.New("store: not the leader; outcome unknown") }
-	_, err := c.CreateNamespace(context.Background(), "team")
+	first := keys[0]
+	keys = nil
+	_, err = c.CreateNamespace(context.Background(), "other")
 	require.ErrorIs(t, err, client.ErrOutcomeUnknown)
-	require.ErrorIs(t, err, client.ErrNotLeader)
+	require.NotErrorIs(t, err, client.ErrNotLeader)
+	require.Len(t, keys, 4, "the first attempt and three retries")
+	require.NotEqual(t, first, keys[0], "a new call has a new key")
+
 	b.ProposeHook = func(string) error { return &apitest.NotLeaderError{} }
 	_, err = c.CreateNamespace(context.Background(), "team")
 	require.ErrorIs(t, err, client.ErrNotLeader)
 	require.NotErrorIs(t, err, client.ErrOutcomeUnknown)
+}
+
+// recordKeys notes the Idempotency-Key of every request.
+func recordKeys(keys *[]string, h http.Handler) http.Handler {
+	var mu sync.Mutex
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			mu.Lock()
+			*keys = append(*keys, r.Header.Get(client.IdempotencyKeyHeader))
+			mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// dropFirstAnswer serves h but, for the first write, discards h's answer
+// and breaks the connection: the write took effect, the client never
+// learns it (the reproduction, between client and coordinator).
+func dropFirstAnswer(h http.Handler) http.Handler {
+	var dropped atomic.Bool
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || dropped.Swap(true) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		panic(http.ErrAbortHandler)
+	})
+}
+
+// TestLostAnswerTakesEffectOnce: the answer of a deploy is lost after the
+// revision was admitted; the client's retry carries the same key and gets
+// the original answer back: one revision, not two.
+func TestLostAnswerTakesEffectOnce(t *testing.T) {
+	ctx := context.Background()
+	b := apitest.New()
+	srv := httptest.NewServer(api.New(api.Config{Token: token, Metrics: prometheus.NewRegistry()}, b))
+	t.Cleanup(srv.Close)
+	seedAgent(t, client.New(srv.URL, token))
+	lossy := httptest.NewServer(dropFirstAnswer(api.New(api.Config{Token: token, Metrics: prometheus.NewRegistry()}, b)))
+	t.Cleanup(lossy.Close)
+
+	var m client.Meta
+	dep, err := client.New(lossy.URL, token, fastRetry).Deploy(client.WithMeta(ctx, &m), "team", "bot", wire.Deploy{})
+	require.NoError(t, err)
+	require.True(t, m.Replayed, "the retry was answered from the record")
+	revs := b.M.Revisions(b.M.Agents("")[0].ID)
+	require.Len(t, revs, 1, "exactly one revision")
+	require.Equal(t, revs[0].ID, dep.ID)
+	require.EqualValues(t, 1, dep.Number)
+
+	// Without a key the same loss would have admitted a second revision:
+	// the key is what makes the retry safe.
+	lossy2 := httptest.NewServer(dropFirstAnswer(stripKeys(api.New(api.Config{Token: token, Metrics: prometheus.NewRegistry()}, b))))
+	t.Cleanup(lossy2.Close)
+	_, err = client.New(lossy2.URL, token, fastRetry).Deploy(ctx, "team", "bot", wire.Deploy{})
+	require.NoError(t, err)
+	require.Len(t, b.M.Revisions(revs[0].AgentID), 3)
+}
+
+func stripKeys(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del(client.IdempotencyKeyHeader)
+		h.ServeHTTP(w, r)
+	})
+}
+
+func seedAgent(t *testing.T, c *client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := c.CreateNamespace(ctx, "team")
+	require.NoError(t, err)
+	_, err = c.CreateConfiguration(ctx, "team", "cfg", json.RawMessage(admission.ExampleEmbeddedAnthropic))
+	require.NoError(t, err)
+	_, err = c.CreateAgent(ctx, "team", wire.CreateAgent{Name: "bot", Configuration: "cfg",
+		HarnessAuth: &wire.HarnessAuth{Method: "api_key", SourceRef: "secret://team/k#key"}})
+	require.NoError(t, err)
+}
+
+// TestIndexesAndBlockingReads: answers carry the applied index, monotonic
+// reads ask for the highest one seen, and WaitIndex / WatchAgent block
+// until a write moves the state.
+func TestIndexesAndBlockingReads(t *testing.T) {
+	ctx := context.Background()
+	b := apitest.New()
+	var queries []string
+	var mu sync.Mutex
+	h := api.New(api.Config{Token: token, Metrics: prometheus.NewRegistry()}, b)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		queries = append(queries, r.URL.RawQuery)
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c := client.New(srv.URL, token, client.WithMonotonicReads())
+	seedAgent(t, c)
+	at := c.Index()
+	require.Equal(t, b.M.Applied(), at, "a write's answer names its index")
+	_, err := c.Agent(ctx, "team", "bot")
+	require.NoError(t, err)
+	mu.Lock()
+	require.Equal(t, "index="+strconv.FormatUint(at, 10), queries[len(queries)-1])
+	mu.Unlock()
+
+	got, err := c.WaitIndex(ctx, 0, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, at, got, "index 0 answers at once")
+	woke := make(chan uint64, 1)
+	go func() {
+		i, err := c.WaitIndex(ctx, at, time.Minute)
+		assert.NoError(t, err)
+		woke <- i
+	}()
+	select {
+	case i := <-woke:
+		t.Fatalf("woke at %d without a write", i)
+	case <-time.After(50 * time.Millisecond):
+	}
+	_, err = c.Deploy(ctx, "team", "bot", wire.Deploy{})
+	require.NoError(t, err)
+	require.Greater(t, <-woke, at)
+
+	a, idx, err := c.WatchAgent(ctx, "team", "bot", 0, time.Minute)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, a.RevisionCount)
+	require.Equal(t, b.M.Applied(), idx)
+
+	// A wait that times out answers the unchanged state.
+	_, idx2, err := c.WatchAgent(ctx, "team", "bot", idx, 20*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, idx, idx2)
 }
 
 // TestUnixSocketServer: unix:///path reaches a coordinator's API socket.

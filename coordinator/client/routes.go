@@ -33,6 +33,21 @@ func (c *Client) Namespace(ctx context.Context, ns string) (wire.Namespace, erro
 	return out, err
 }
 
+// DeleteNamespace removes an empty Namespace (RESOURCE_CONFLICT while it
+// holds Agents or Configurations).
+func (c *Client) DeleteNamespace(ctx context.Context, ns string) (wire.Namespace, error) {
+	var out wire.Namespace
+	err := c.do(ctx, http.MethodDelete, nsPath(ns), nil, nil, &out)
+	return out, err
+}
+
+// DeleteConfiguration removes a Configuration no Agent uses.
+func (c *Client) DeleteConfiguration(ctx context.Context, ns, cfg string) (wire.Configuration, error) {
+	var out wire.Configuration
+	err := c.do(ctx, http.MethodDelete, nsPath(ns)+"/configurations/"+esc(cfg), nil, nil, &out)
+	return out, err
+}
+
 func nsPath(ns string) string { return "/v1/namespaces/" + esc(ns) }
 
 func agentPath(ns, agent string) string { return nsPath(ns) + "/agents/" + esc(agent) }
@@ -142,6 +157,37 @@ func (c *Client) Endpoints(ctx context.Context, ns, agent string) (wire.Endpoint
 	return out, err
 }
 
+// LogOptions select an Agent's log stream.
+type LogOptions struct {
+	Container string // gateway (default) or harness
+	Follow    bool
+	Tail      int    // last lines first (0: all)
+	Revision  string // id or number; empty: the active, else the newest
+}
+
+// Logs opens the Agent's supervisor log as a text stream; the caller
+// closes it. With Follow it ends when ctx does.
+func (c *Client) Logs(ctx context.Context, ns, agent string, o LogOptions) (io.ReadCloser, error) {
+	q := url.Values{}
+	if o.Container != "" {
+		q.Set("container", o.Container)
+	}
+	if o.Follow {
+		q.Set("follow", "true")
+	}
+	if o.Tail > 0 {
+		q.Set("tail", strconv.Itoa(o.Tail))
+	}
+	if o.Revision != "" {
+		q.Set("revision", o.Revision)
+	}
+	resp, err := c.send(ctx, http.MethodGet, agentPath(ns, agent)+"/logs", q, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
 // WorkFilter narrows Work; empty fields match everything.
 type WorkFilter struct {
 	State, Kind, AgentID string
@@ -189,6 +235,13 @@ func (c *Client) Audit(ctx context.Context, after int64, limit int) ([]wire.Audi
 func (c *Client) Installation(ctx context.Context) (wire.Installation, error) {
 	var out wire.Installation
 	err := c.do(ctx, http.MethodGet, "/v1/installation", nil, nil, &out)
+	return out, err
+}
+
+// Version reports the coordinator's build.
+func (c *Client) Version(ctx context.Context) (wire.Version, error) {
+	var out wire.Version
+	err := c.do(ctx, http.MethodGet, "/v1/version", nil, nil, &out)
 	return out, err
 }
 

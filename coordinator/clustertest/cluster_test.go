@@ -158,8 +158,11 @@ func TestPartitionedLeaderCompletesNoActivation(t *testing.T) {
 		}
 	}
 	require.Positive(t, afterCut, "the new leader completed activations after the cut")
-	// While cut off, the old member's state never saw the majority's progress.
-	oldView := c.read(ctx, t, old)
+	// While cut off, the old member's state never saw the majority's
+	// progress: it refuses default reads, and its stale view shows less.
+	_, err = c.client(old).Agents(ctx, workloadNS)
+	require.ErrorContains(t, err, "NOT_READY")
+	oldView := c.read(client.WithReadOptions(ctx, client.ReadOptions{Stale: true}), t, old)
 	require.Less(t, len(activated(oldView)), len(activated(s)))
 	require.Positive(t, scrapeCounter(t, c, old, "oce_store_propose_failures_total"), "the deposed leader's proposals failed")
 

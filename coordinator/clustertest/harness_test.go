@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,6 +59,8 @@ type node struct {
 	RaftBind  string
 	RaftAdv   string // the proxy's address when proxied, else RaftBind
 	HTTPAddr  string
+	HTTPAdv   string // the HTTP proxy's address when proxied: what members are told
+	HTTPProxy *Proxy
 	Join      string
 	LogPath   string
 	Proxy     *Proxy
@@ -98,9 +101,27 @@ func freePort(t testing.TB, ip string) string {
 type clusterOpts struct {
 	insecure bool // plain HTTP and Raft (--insecure) instead of TLS
 	size     int
-	proxied  bool     // a cuttable proxy in front of every Raft port
-	args     []string // extra coordinator flags
-	ipBase   int      // members use 127.0.0.<ipBase+i>
+	proxied  bool // a cuttable proxy in front of every Raft port
+	// httpProxied puts a proxy in front of every HTTP port and advertises
+	// it: followers forward writes to the leader through it.
+	httpProxied bool
+	args        []string // extra coordinator flags
+	ipBase      int      // members use 127.0.0.<ipBase+i>
+}
+
+// proxyAvoiding starts a proxy to target on a free port of ip that is none
+// of the avoid addresses: those were picked free and closed again for the
+// member to bind later, so the kernel may hand one of them to the proxy.
+func proxyAvoiding(t testing.TB, ip, target string, avoid ...string) *Proxy {
+	t.Helper()
+	for {
+		p, err := NewProxy(net.JoinHostPort(ip, "0"), target)
+		require.NoError(t, err)
+		if !slices.Contains(avoid, p.Addr()) {
+			return p
+		}
+		require.NoError(t, p.Close())
+	}
 }
 
 // startCluster starts size members: the first bootstraps, the others join
@@ -121,14 +142,22 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 		ip := fmt.Sprintf("127.0.0.%d", o.ipBase+i)
 		n := &node{ID: fmt.Sprintf("n%d", i), IP: ip, Dir: filepath.Join(root, fmt.Sprintf("n%d", i)),
 			RaftBind: freePort(t, ip), HTTPAddr: freePort(t, ip), extraArgs: o.args}
+		for n.HTTPAddr == n.RaftBind { // both were picked free and closed again
+			n.HTTPAddr = freePort(t, ip)
+		}
 		n.RaftAdv = n.RaftBind
 		n.LogPath = filepath.Join(root, n.ID+".log")
 		if o.proxied {
-			p, err := NewProxy(net.JoinHostPort(ip, "0"), n.RaftBind)
-			require.NoError(t, err)
+			p := proxyAvoiding(t, ip, n.RaftBind, n.RaftBind, n.HTTPAddr)
 			t.Cleanup(func() { _ = p.Close() })
 			n.Proxy = p
 			n.RaftAdv = p.Addr()
+		}
+		if o.httpProxied {
+			p := proxyAvoiding(t, ip, n.HTTPAddr, n.RaftBind, n.HTTPAddr, n.RaftAdv)
+			t.Cleanup(func() { _ = p.Close() })
+			n.HTTPProxy = p
+			n.HTTPAdv = p.Addr()
 		}
 		if i > 1 {
 			n.Join = c.Nodes[0].HTTPAddr
@@ -171,6 +200,9 @@ func (c *cluster) start(n *node) {
 	} else {
 		args = append(args, "--tls-ca", filepath.Join(c.pki, "ca.crt"), "--tls-cert", filepath.Join(c.pki, n.ID+".crt"),
 			"--tls-key", filepath.Join(c.pki, n.ID+".key"))
+	}
+	if n.HTTPAdv != "" {
+		args = append(args, "--http-advertise", n.HTTPAdv)
 	}
 	args = append(args, n.extraArgs...)
 	logf, err := os.OpenFile(n.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -236,8 +268,8 @@ func (c *cluster) client(n *node) *client.Client {
 }
 
 // clientTo is a client of addr with token, trusting the cluster CA.
-func (c *cluster) clientTo(addr, token string, hc *http.Client) *client.Client {
-	opts := []client.Option{client.WithHTTPClient(hc)}
+func (c *cluster) clientTo(addr, token string, hc *http.Client, extra ...client.Option) *client.Client {
+	opts := append([]client.Option{client.WithHTTPClient(hc)}, extra...)
 	if c.CA != nil {
 		opts = append(opts, client.WithCA(c.CA))
 	}
@@ -272,6 +304,13 @@ func makePKI(t testing.TB, dir string, size, ipBase int) *x509.CertPool {
 	pool, err := certs.LoadPool(filepath.Join(dir, "ca.crt"))
 	require.NoError(t, err)
 	return pool
+}
+
+// probe is a client that sends each call once: the benchmarks retry
+// themselves, every few milliseconds and across members, so what they
+// measure is the cluster, not the client's backoff.
+func (c *cluster) probe(n *node) *client.Client {
+	return c.clientTo(n.HTTPAddr, c.Token, &http.Client{Timeout: 10 * time.Second}, client.WithRetry(client.Retry{}))
 }
 
 // waitLeader waits until every running node among ns names the same leader,
@@ -362,6 +401,17 @@ func (c *cluster) nodeByID(id string) *node {
 	}
 	c.t.Fatalf("no node %s", id)
 	return nil
+}
+
+// followerOf returns a member other than leader (the last one).
+func (c *cluster) followerOf(leader *node) *node {
+	var f *node
+	for _, n := range c.Nodes {
+		if n != leader {
+			f = n
+		}
+	}
+	return f
 }
 
 // isolate cuts n off from every other member, both directions.

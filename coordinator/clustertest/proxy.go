@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Proxy forwards TCP connections from its listener to a target. It can be
@@ -17,6 +18,8 @@ import (
 type Proxy struct {
 	ln     net.Listener
 	target string
+
+	dropAnswer atomic.Bool // drop the next bytes the target sends back
 
 	mu      sync.Mutex
 	cut     bool
@@ -106,7 +109,7 @@ func (p *Proxy) handle(in net.Conn) {
 
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
+	go func() { p.answer(pr); done <- struct{}{} }()
 	<-done
 	pr.close()
 	<-done
@@ -114,6 +117,32 @@ func (p *Proxy) handle(in net.Conn) {
 	delete(p.conns, pr)
 	p.mu.Unlock()
 }
+
+// answer copies what the target sends back, unless DropNextAnswer armed a
+// drop: then the first chunk is discarded and the connection broken.
+func (p *Proxy) answer(pr *pair) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := pr.out.Read(buf)
+		if n > 0 {
+			if p.dropAnswer.CompareAndSwap(true, false) {
+				pr.close()
+				return
+			}
+			if _, werr := pr.in.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// DropNextAnswer makes the proxy discard the next bytes the target sends
+// back on any connection and break that connection: the request reached the
+// target, its answer is lost.
+func (p *Proxy) DropNextAnswer() { p.dropAnswer.Store(true) }
 
 // dropWhere closes the tracked connections matching f; p.mu is held.
 func (p *Proxy) dropWhere(f func(*pair) bool) {

@@ -75,3 +75,15 @@ func TestProxyCutBlockHeal(t *testing.T) {
 	require.True(t, roundTrip(dialFrom(t, "127.0.0.32", p.Addr())))
 	require.True(t, roundTrip(dialFrom(t, "127.0.0.33", p.Addr())))
 }
+
+func TestProxyDropNextAnswer(t *testing.T) {
+	target := echoServer(t, "127.0.0.34:0")
+	p, err := NewProxy("127.0.0.34:0", target)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	a := dialFrom(t, "127.0.0.35", p.Addr())
+	require.True(t, roundTrip(a))
+	p.DropNextAnswer()
+	require.False(t, roundTrip(a), "the answer is dropped and the connection broken")
+	require.True(t, roundTrip(dialFrom(t, "127.0.0.35", p.Addr())), "only one answer is dropped")
+}

@@ -17,7 +17,7 @@ func TestSingleNodeDeployAndRestart(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var s snapshotOf
-	require.Eventually(t, func() bool { s = c.read(ctx, t, c.Nodes[0]); return s.settled() }, clusterWait, 50*time.Millisecond)
+	require.Eventually(t, func() bool { s = c.read(ctx, t, c.Nodes[0]); return s.serving() }, clusterWait, 50*time.Millisecond)
 	s.checkInvariants(t, 5)
 	want := c.converged(c.Nodes)
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -171,18 +172,35 @@ func (c *cluster) read(ctx context.Context, t testing.TB, n *node) snapshotOf {
 
 // settled reports whether every Agent has an active revision and no work is
 // queued or claimed.
-func (s snapshotOf) settled() bool {
+func (s snapshotOf) settled() bool { return s.unsettled() == "" }
+
+// serving reports whether the engine's health watcher has observed every
+// Agent's active revision serving: its observation is a state change too,
+// seconds after the activation. (Only where one member runs every runtime:
+// each process has its own in-memory driver, so after a leader change the
+// new leader observes the others' runtimes as not running.)
+func (s snapshotOf) serving() bool {
+	for _, a := range s.agents {
+		if a.Status == nil || a.Status.State != wire.AgentServing {
+			return false
+		}
+	}
+	return s.settled()
+}
+
+// unsettled says what keeps the state from being settled ("" when nothing).
+func (s snapshotOf) unsettled() string {
 	for _, a := range s.agents {
 		if a.ActiveRevisionID == "" {
-			return false
+			return "agent " + a.Name + " has no active revision"
 		}
 	}
 	for _, w := range s.work {
 		if w.State == wire.WorkQueued || w.State == wire.WorkClaimed {
-			return false
+			return "work " + w.ID + " is " + w.State + " (" + w.LastCode + ")"
 		}
 	}
-	return true
+	return ""
 }
 
 // checkInvariants: every Agent has exactly one active revision, which is
@@ -211,3 +229,5 @@ func (s snapshotOf) checkInvariants(t testing.TB, wantAgents int) {
 		require.Equal(t, 1, n, "revision %s activated %d times", rev, n)
 	}
 }
+
+func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }

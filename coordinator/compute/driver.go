@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
@@ -67,14 +68,35 @@ type Endpoints struct {
 	PasswordFile string
 }
 
+// LogReader is optionally implemented by a driver that can stream the logs
+// of a revision's supervisors (occ agent logs): files of the local driver,
+// Pod logs on Kubernetes.
+type LogReader interface {
+	// Logs writes the container's log to w: the last opts.Tail lines (all
+	// when 0), then, with opts.Follow, what it appends until ctx ends. A
+	// revision without such logs is an error wrapping ErrNoLogs.
+	Logs(ctx context.Context, rev state.Revision, opts LogOptions, w io.Writer) error
+}
+
+// Containers whose logs LogReader serves.
+const (
+	ContainerGateway = "gateway"
+	ContainerHarness = "harness"
+)
+
+// LogOptions select what LogReader.Logs writes.
+type LogOptions struct {
+	Container string // ContainerGateway or ContainerHarness
+	Follow    bool
+	Tail      int
+}
+
+// ErrNoLogs: the revision has no log for the container on this driver.
+var ErrNoLogs = errors.New("compute: no logs for this revision and container")
+
 // Observation is one readiness observation of a revision.
 type Observation struct {
-	Ready bool
-	// Staged: ready to be activated, but the workload serving the Agent
-	// still runs another revision (an embedded replacement staged for its
-	// Recreate cutover). Preparation may proceed; the revision is not
-	// serving yet.
-	Staged bool
+	Ready  bool
 	Reason string // short, closed-vocabulary reason when not ready
 	// HeldCode is the runtime diagnostic code of a held startup failure
 	// (REFERENCE §1.8); empty when nothing is held. A held revision never
@@ -84,6 +106,10 @@ type Observation struct {
 	// Phase is the runtime's latest startup phase (closed set of the
 	// supervisors' phase names), when the driver can read it.
 	Phase string
+	// Staged: ready to be cut over, but not serving — an embedded
+	// replacement whose gateway starts at activation. The engine may commit
+	// it; the health watcher never counts it as serving.
+	Staged bool
 }
 
 // StopResult is the outcome of StopRevision.

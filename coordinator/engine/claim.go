@@ -141,7 +141,9 @@ func (cl *claim) requeue(code codes.Code, detail string, delay time.Duration, de
 		cl.log.Warn("requeue failed", "code", code, "err", err.Error())
 		return
 	}
-	lvl := slog.LevelInfo
+	// A deferred pass is routine (a revision still starting): debug. A
+	// retry after a failure is worth a warning.
+	lvl := slog.LevelDebug
 	if !deferred {
 		lvl = slog.LevelWarn
 	}

@@ -164,6 +164,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	owner := e.cfg.Owner + "/" + hex.EncodeToString(suffix)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	e.releaseStaleClaims(ctx, owner)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -28,6 +28,19 @@ const (
 	CredentialCheckSeed = "seed"
 )
 
+// ErrCredentialCheck: Config.CredentialCheck names no activation order.
+var ErrCredentialCheck = errors.New("engine: the credential check must be " + CredentialCheckBeforeCutover + " or " + CredentialCheckSeed)
+
+// ValidateCredentialCheck checks an installation's activation order choice
+// ("" takes the default).
+func ValidateCredentialCheck(v string) error {
+	switch v {
+	case "", CredentialCheckBeforeCutover, CredentialCheckSeed:
+		return nil
+	}
+	return fmt.Errorf("%w, not %q", ErrCredentialCheck, v)
+}
+
 // supersededBySwap reports whether a newer activation swapped r out: it was
 // active (or committed) and is now listed superseded or retired.
 func supersededBySwap(m *state.Machine, r state.Revision) bool {

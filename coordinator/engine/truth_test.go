@@ -262,23 +262,6 @@ func TestHealthObserved(t *testing.T) {
 	require.Equal(t, "r1", a.ActiveRevisionID, "no rollback without a policy")
 }
 
-// TestStagedIsNotServing: an active revision the driver reports only staged
-// (an embedded replacement whose Recreate cutover has not happened yet: the
-// serving Pod still runs the predecessor) is not observed serving; found on
-// real Pods, where deploy --wait returned "serving" before the new Gateway
-// Pod existed.
-func TestStagedIsNotServing(t *testing.T) {
-	h := newHarness(t, hopt{})
-	h.d.Stage("r1")
-	h.waitWork(h.deploy("r1", state.HarnessOpenClaw, nil, 0), state.WorkCompleted)
-	h.drive(func() bool { _, ok := h.m.Health("a1"); return ok }, "observed")
-	hl, _ := h.m.Health("a1")
-	require.False(t, hl.Ready, "staged is not serving")
-	require.Equal(t, "staged", hl.Reason)
-	h.d.Unstage("r1")
-	h.drive(func() bool { hl, _ := h.m.Health("a1"); return hl.Ready }, "observed ready once running")
-}
-
 func (h *harness) enableRollback(window time.Duration) {
 	h.propose(state.CmdSetRollbackPolicy, state.SetRollbackPolicy{AgentID: "a1",
 		Policy: &state.RollbackPolicy{Enabled: true, Window: window}})

@@ -112,8 +112,8 @@ func (e *Engine) observeOne(ctx context.Context, a state.Agent, rev state.Revisi
 			return
 		}
 	}
-	// A staged revision is ready to be activated, not serving: its own
-	// workload has not started (embedded Recreate cutover pending).
+	// A staged revision (committed, its gateway not started yet) is not
+	// serving.
 	p := state.ObserveAgent{AgentID: a.ID, RevisionID: rev.ID, Ready: obs.Ready && !obs.Staged && obs.HeldCode == "",
 		Reason: obs.Reason, HeldCode: string(obs.HeldCode)}
 	if obs.Cause != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -36,7 +35,7 @@ const (
 	// The labels of the coordinator's own Pods (key=value,…), which the
 	// Gateway network policies admit to the status port; with the
 	// coordinator's namespace (its service account's).
-	envCoordinatorPods = "OCE_COORDINATOR_POD_SELECTOR"
+	envCoordinatorPods   = "OCE_COORDINATOR_POD_SELECTOR"
 	serviceAccountNSFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
 
@@ -51,7 +50,7 @@ func init() { RegisterDriver(kubernetes.Name, newKubernetesDriver) }
 
 // newKubernetesDriver connects with the in-cluster service account, or the
 // KUBECONFIG / ~/.kube/config of the operator running it outside a cluster.
-func newKubernetesDriver(scfg Config) (compute.Driver, error) {
+func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 	rc, err := rest.InClusterConfig()
 	if err != nil {
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -72,16 +71,18 @@ func newKubernetesDriver(scfg Config) (compute.Driver, error) {
 	if ns == "" {
 		ns = own
 	}
-	cfg, err := kubernetesConfigFromEnv(os.Getenv)
+	kcfg, err := kubernetesConfigFromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	if len(cfg.Coordinator.PodLabels) > 0 {
-		cfg.Coordinator.Namespace = own
+	if len(kcfg.Coordinator.PodLabels) > 0 {
+		kcfg.Coordinator.Namespace = own
 	}
-	cfg.Credentials = secretCredentials{client: client, namespace: ns}
-	cfg.Logger = scfg.Log // the driver's records (pinning a node, stops) join the coordinator's
-	d, err := kubernetes.New(cfg, client)
+	kcfg.Credentials = secretCredentials{client: client, namespace: ns}
+	if cfg.Log != nil {
+		kcfg.Logger = cfg.Log.With("component", "compute")
+	}
+	d, err := kubernetes.New(kcfg, client)
 	if err != nil {
 		// the error names the field; say which variables set them
 		return nil, fmt.Errorf("%w (%s, %s, %s, %s): %w", ErrDriverConfig, envGatewayImage, envHarnessImage, envNodeSelector, envGatewayNodeSelector, err)
@@ -95,8 +96,8 @@ func newKubernetesDriver(scfg Config) (compute.Driver, error) {
 }
 
 // kubernetesConfigFromEnv reads the driver's settings: images, storage
-// class, the node selectors (data plane, and the trusted pool of
-// dedicated Gateways, seed 000 step 2) and the model endpoint overrides.
+// class, the node selectors (data plane, and the trusted pool of dedicated
+// Gateways, seed 000 step 2) and the model endpoint overrides.
 func kubernetesConfigFromEnv(getenv func(string) string) (kubernetes.Config, error) {
 	cfg := kubernetes.Config{GatewayImage: getenv(envGatewayImage), HarnessImage: getenv(envHarnessImage),
 		StorageClass: getenv(envStorageClass)}
@@ -110,18 +111,8 @@ func kubernetesConfigFromEnv(getenv func(string) string) (kubernetes.Config, err
 	if cfg.Coordinator.PodLabels, err = kubernetes.ParseNodeSelector(getenv(envCoordinatorPods)); err != nil {
 		return cfg, fmt.Errorf("%w: %s: %v", ErrDriverConfig, envCoordinatorPods, err) // NOT_CONFIGURED, not a node selector
 	}
-	for p, name := range map[string]string{contract.ProviderOpenAI: envProviderOpenAI, contract.ProviderAnthropic: envProviderAnthropic} {
-		v := strings.TrimSpace(getenv(name))
-		if v == "" {
-			continue
-		}
-		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return cfg, fmt.Errorf("%w: %s=%q is not an http(s) URL", ErrDriverConfig, name, v)
-		}
-		if cfg.ProviderBaseURLs == nil {
-			cfg.ProviderBaseURLs = map[string]string{}
-		}
-		cfg.ProviderBaseURLs[p] = v
+	if cfg.ProviderBaseURLs, err = providerBaseURLs(getenv); err != nil {
+		return cfg, fmt.Errorf("%w: %w", ErrDriverConfig, err)
 	}
 	return cfg, nil
 }

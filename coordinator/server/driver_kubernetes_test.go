@@ -73,18 +73,19 @@ func TestKubernetesConfigFromEnv(t *testing.T) {
 	_, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
 	require.ErrorIs(t, err, kubernetes.ErrBadNodeSelector)
 	require.ErrorContains(t, err, envGatewayNodeSelector)
-	delete(env, envGatewayNodeSelector)
 
-	// Model endpoint overrides: http(s) URLs, or a refused start naming the variable.
-	env[envProviderOpenAI] = "http://fake-provider.models.svc:8080"
+	// The model endpoint overrides reach the driver (its credential check
+	// and its rendering).
+	delete(env, envGatewayNodeSelector)
+	env["OCE_MODEL_PROVIDER_BASE_URL_OPENAI"] = "http://fake-provider.oce-test.svc:8080"
 	cfg, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
 	require.NoError(t, err)
-	require.Equal(t, map[string]string{"OPENAI": "http://fake-provider.models.svc:8080"}, cfg.ProviderBaseURLs)
-	env[envProviderAnthropic] = "fake-provider:8080"
+	require.Equal(t, map[string]string{"OPENAI": "http://fake-provider.oce-test.svc:8080"}, cfg.ProviderBaseURLs)
+	env["OCE_MODEL_PROVIDER_BASE_URL_OPENAI"] = "fake-provider:8080"
 	_, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "OCE_MODEL_PROVIDER_BASE_URL_OPENAI")
 	require.ErrorIs(t, err, ErrDriverConfig)
-	require.ErrorContains(t, err, envProviderAnthropic)
-	delete(env, envProviderAnthropic)
+	delete(env, "OCE_MODEL_PROVIDER_BASE_URL_OPENAI")
 
 	// The coordinator's own Pods, for the Gateway policies.
 	env[envCoordinatorPods] = "app.kubernetes.io/name=oce-coordinator"

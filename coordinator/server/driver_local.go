@@ -2,11 +2,13 @@ package server
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/compute/local"
+	"oce.dev/oce/coordinator/engine"
 	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/runtimes"
 )
@@ -69,7 +71,17 @@ func newLocalDriver(cfg Config) (compute.Driver, error) {
 			bases[p] = lc.ProviderURL
 		}
 	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return local.New(local.Config{DataDir: lc.Root, Binaries: bins, Runtimes: paths, ProviderBaseURLs: bases,
 		Credentials: local.SecretDir(lc.SecretsDir), AllowHostNetwork: lc.AllowHostNetwork, LogLevel: lc.LogLevel,
-		Logger: cfg.Log})
+		Logger: log.With("component", "compute"), ProbeBeforeCutover: probeBeforeCutover(cfg)})
+}
+
+// probeBeforeCutover: the before-cutover activation order (the default)
+// also runs a staged embedded replacement's model probe before cutover.
+func probeBeforeCutover(cfg Config) bool {
+	return cfg.Engine.CredentialCheck != engine.CredentialCheckSeed
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/api"
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/authn"
@@ -94,8 +95,10 @@ type Config struct {
 	Authorization string
 	// OIDC, when Issuer is set, accepts bearer JWTs from that issuer.
 	OIDC authn.OIDCConfig
-	// Timeouts are the Raft timings (hashicorp/raft defaults when zero).
+	// Timeouts are the Raft timings (the store's defaults when zero).
 	Timeouts store.Timeouts
+	// DisablePreVote turns Raft's pre-vote off (comparisons only).
+	DisablePreVote bool
 	// Engine tunes the activation engine (its defaults when zero); Owner is
 	// always the node id.
 	Engine engine.Config
@@ -150,6 +153,7 @@ func (b backend) Driver() compute.Driver { return b.driver }
 var (
 	_ api.Backend     = backend{}
 	_ api.Readier     = backend{}
+	_ api.Positions   = backend{}
 	_ engine.Proposer = (*store.Store)(nil)
 )
 
@@ -180,6 +184,9 @@ type node struct {
 func Run(ctx context.Context, cfg Config) error {
 	n := &node{cfg: cfg.withDefaults()}
 	n.log = n.cfg.Log
+	if err := engine.ValidateCredentialCheck(n.cfg.Engine.CredentialCheck); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	defer n.close()
 	for _, step := range []struct {
 		name string
@@ -195,6 +202,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	go warmSchema(n.log)
 	serveErr, err := n.serve()
 	if err != nil {
 		return err
@@ -212,6 +220,17 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	n.shutdown()
 	return runErr
+}
+
+// warmSchema compiles the OpenClaw configuration schema in the background,
+// so the first Configuration save is not seconds slower than the next.
+func warmSchema(log *slog.Logger) {
+	start := time.Now()
+	if err := admission.WarmSchema(); err != nil {
+		log.Error("openclaw schema does not compile", "error", err.Error())
+		return
+	}
+	log.Debug("openclaw schema compiled", "ms", time.Since(start).Milliseconds())
 }
 
 // identity prepares the data dir, the node id and the bearer token.
@@ -276,16 +295,23 @@ func (n *node) openDriver(context.Context) error {
 		n.driver = n.cfg.Driver
 		return nil
 	}
-	n.driver, err = newDriver(n.cfg, name)
+	cfg := n.cfg
+	cfg.Log = n.log // the factories' records carry the node too
+	n.driver, err = newDriver(cfg, name)
 	return err
 }
 
 // openStore opens the Raft store; the activation engine runs while this
 // node leads.
 func (n *node) openStore(context.Context) error {
+	// Before Raft starts, so its first election is counted too.
+	if err := registerRaftMetrics(n.cfg.Metrics); err != nil {
+		return err
+	}
 	st, err := store.Open(store.Config{
 		NodeID: n.id, DataDir: n.cfg.DataDir, RaftBind: n.cfg.RaftAddr, RaftAdvertise: n.cfg.RaftAdvertise,
-		HTTPAddr: n.httpAdv, Bootstrap: n.cfg.Join == "", Timeouts: n.cfg.Timeouts, Clock: n.cfg.Clock, Log: n.log,
+		HTTPAddr: n.httpAdv, Bootstrap: n.cfg.Join == "", Timeouts: n.cfg.Timeouts,
+		DisablePreVote: n.cfg.DisablePreVote, Clock: n.cfg.Clock, Log: n.log,
 		OnLeader: func(ctx context.Context, s *store.Store) { runEngine(ctx, n.cfg, s, n.driver, n.log) },
 		RaftTLS:  n.raftTLS(),
 	})
@@ -310,7 +336,7 @@ func (n *node) serve() (<-chan error, error) {
 		acfg.ForwardTLS = n.tls.peerClient()
 	}
 	n.srv = &http.Server{
-		Handler:           api.New(acfg, backend{Store: n.st, driver: n.driver}),
+		Handler:           withConsole(api.New(acfg, backend{Store: n.st, driver: n.driver}), n.log),
 		ReadHeaderTimeout: readHeaderTimeout,
 		// Handshake failures (a client without the CA, plain HTTP on a TLS
 		// port) are the client's; they go to the JSON log at debug.
@@ -415,27 +441,4 @@ func advertise(configured string, bound net.Addr) (string, error) {
 		return "", fmt.Errorf("server: http address %s is unspecified: set the HTTP advertise address", bound)
 	}
 	return bound.String(), nil
-}
-
-func registerStoreMetrics(reg *prometheus.Registry, st *store.Store) {
-	g := func(name, help string, f func(store.Stats) float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(st.Stats()) })
-	}
-	c := func(name, help string, f func(store.Stats) float64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(st.Stats()) })
-	}
-	reg.MustRegister(
-		g("oce_raft_leader", "1 while this node is the Raft leader.", func(s store.Stats) float64 {
-			if s.Leader {
-				return 1
-			}
-			return 0
-		}),
-		g("oce_raft_term", "Current Raft term.", func(s store.Stats) float64 { return float64(s.Term) }),
-		g("oce_raft_applied_index", "Last Raft index applied to the state machine.", func(s store.Stats) float64 { return float64(s.AppliedIndex) }),
-		g("oce_raft_commit_index", "Last Raft index known committed.", func(s store.Stats) float64 { return float64(s.CommitIndex) }),
-		c("oce_store_proposals_total", "Proposals made on this node.", func(s store.Stats) float64 { return float64(s.Proposals) }),
-		c("oce_store_propose_failures_total", "Proposals that failed for want of leadership.", func(s store.Stats) float64 { return float64(s.ProposeFailures) }),
-		c("oce_store_leaderships_total", "Terms in which this node ran leader work.", func(s store.Stats) float64 { return float64(s.Leaderships) }),
-	)
 }

@@ -44,6 +44,65 @@ func applyCreateNamespace(d *data, c Command, p CreateNamespace) (any, error) {
 	return ns, nil
 }
 
+func applyDeleteNamespace(d *data, c Command, p DeleteNamespace) (any, error) {
+	ns, ok := d.namespaces[p.ID]
+	if !ok {
+		return nil, fmt.Errorf("%w: namespace %q", ErrNotFound, p.ID)
+	}
+	if n := len(d.nsAgents[p.ID]); n > 0 {
+		return nil, fmt.Errorf("%w: namespace %q still holds %d agent(s): delete them first", ErrConflict, ns.Name, n)
+	}
+	cfgs := 0
+	for _, c := range d.configurations {
+		if c.NamespaceID == p.ID {
+			cfgs++
+		}
+	}
+	if cfgs > 0 {
+		return nil, fmt.Errorf("%w: namespace %q still holds %d configuration(s): delete them first", ErrConflict, ns.Name, cfgs)
+	}
+	sps, bindings := 0, 0
+	for _, sp := range d.ids.sps {
+		if sp.NamespaceID == p.ID {
+			sps++
+		}
+	}
+	for _, b := range d.ids.bindings {
+		if b.NamespaceID == p.ID {
+			bindings++
+		}
+	}
+	if sps > 0 || bindings > 0 {
+		return nil, fmt.Errorf("%w: namespace %q still holds %d service principal(s) and %d role binding(s): delete them first",
+			ErrConflict, ns.Name, sps, bindings)
+	}
+	delete(d.namespaces, p.ID)
+	delete(d.nsByName, ns.Name)
+	delete(d.nsAgents, p.ID)
+	d.audit3(c, AuditNamespaceDelete, NamespaceResource(ns.Name), ns.ID, "", nil)
+	return ns, nil
+}
+
+func applyDeleteConfiguration(d *data, cmd Command, p DeleteConfiguration) (any, error) {
+	c, ok := d.configurations[p.ID]
+	if !ok {
+		return nil, fmt.Errorf("%w: configuration %q", ErrNotFound, p.ID)
+	}
+	users := 0
+	for id := range d.nsAgents[c.NamespaceID] {
+		if d.agents[id].ConfigurationID == p.ID {
+			users++
+		}
+	}
+	if users > 0 {
+		return nil, fmt.Errorf("%w: configuration %q is used by %d agent(s): point them elsewhere or delete them first", ErrConflict, c.Name, users)
+	}
+	delete(d.configurations, p.ID)
+	delete(d.cfgByName, nameKey{c.NamespaceID, c.Name})
+	d.audit3(cmd, AuditConfigurationDelete, ScopedResource("Configuration", d.nsName(c.NamespaceID), c.Name), c.NamespaceID, "", nil)
+	return cloneConfiguration(c), nil
+}
+
 func applyPutConfiguration(d *data, c Command, p PutConfiguration) (any, error) {
 	if p.ID == "" || p.NamespaceID == "" || p.Name == "" {
 		return nil, fmt.Errorf("%w: id, namespaceId and name are required", ErrInvalid)
@@ -234,7 +293,7 @@ func applyAdmitRevision(d *data, c Command, p AdmitRevision) (any, error) {
 	d.addRevision(r)
 	d.putWork(w)
 	d.appendAudit(c.Time, c.Actor, AuditDeploy, a, r.ID, map[string]string{"number": strconv.FormatInt(r.Number, 10), "workId": w.ID})
-	return cloneRevision(r), nil
+	return Admitted{Revision: cloneRevision(r), WorkID: w.ID}, nil
 }
 
 func applyRequestStop(d *data, c Command, p RequestStop) (any, error) {

@@ -13,11 +13,16 @@ import (
 // Encode builds the bytes of one log entry: a Command envelope carrying the
 // leader-stamped time (normalized to UTC), the actor and the JSON payload.
 func Encode(typ string, t time.Time, actor string, payload any) ([]byte, error) {
+	return EncodeStamped(typ, t, actor, nil, payload)
+}
+
+// EncodeStamped is Encode for a command that may carry an idempotency stamp.
+func EncodeStamped(typ string, t time.Time, actor string, idem *Idempotency, payload any) ([]byte, error) {
 	p, err := json.Marshal(payload)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode %s payload: %w", ErrInvalid, typ, err)
 	}
-	b, err := json.Marshal(Command{Type: typ, Time: t.UTC().Round(0), Actor: actor, Payload: p})
+	b, err := json.Marshal(Command{Type: typ, Time: t.UTC().Round(0), Actor: actor, Payload: p, Idempotency: idem})
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode %s: %w", ErrInvalid, typ, err)
 	}
@@ -62,6 +67,16 @@ func (m *Machine) ApplyCommand(c Command) (any, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if c.Idempotency != nil {
+		res, changed, err := applyStamped(&m.d, c, h)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Type, err)
+		}
+		if changed {
+			m.bump()
+		}
+		return res, nil
+	}
 	res, err := h(&m.d, c)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.Type, err)
@@ -81,28 +96,31 @@ var handlers map[string]handler
 
 func init() {
 	handlers = map[string]handler{
-		CmdCreateNamespace:    typed(applyCreateNamespace),
-		CmdPutConfiguration:   typed(applyPutConfiguration),
-		CmdCreateAgent:        typed(applyCreateAgent),
-		CmdUpdateAgent:        typed(applyUpdateAgent),
-		CmdAdmitRevision:      typed(applyAdmitRevision),
-		CmdRequestStop:        typed(applyRequestStop),
-		CmdRequestDelete:      typed(applyRequestDelete),
-		CmdClaimWork:          typed(applyClaimWork),
-		CmdRenewClaim:         typed(applyRenewClaim),
-		CmdSetWorkPhase:       typed(applySetWorkPhase),
-		CmdRequeueWork:        typed(applyRequeueWork),
-		CmdFailWork:           typed(applyFailWork),
-		CmdSupersedeWork:      typed(applySupersedeWork),
-		CmdRecordPredecessor:  typed(applyRecordPredecessorStop),
-		CmdDropPredecessor:    typed(applyDropPredecessorStop),
-		CmdActivateRevision:   typed(applyActivateRevision),
-		CmdCompleteActivation: typed(applyCompleteActivation),
-		CmdSetRevisionStatus:  typed(applySetRevisionStatus),
-		CmdCompleteStop:       typed(applyCompleteStop),
-		CmdCompleteDeletion:   typed(applyCompleteDeletion),
-		CmdSetInstallation:    typed(applySetInstallation),
-		CmdExpireWork:         typed(applyExpireWork),
+		CmdCreateNamespace:     typed(applyCreateNamespace),
+		CmdPutConfiguration:    typed(applyPutConfiguration),
+		CmdCreateAgent:         typed(applyCreateAgent),
+		CmdUpdateAgent:         typed(applyUpdateAgent),
+		CmdAdmitRevision:       typed(applyAdmitRevision),
+		CmdRequestStop:         typed(applyRequestStop),
+		CmdRequestDelete:       typed(applyRequestDelete),
+		CmdClaimWork:           typed(applyClaimWork),
+		CmdRenewClaim:          typed(applyRenewClaim),
+		CmdSetWorkPhase:        typed(applySetWorkPhase),
+		CmdRequeueWork:         typed(applyRequeueWork),
+		CmdFailWork:            typed(applyFailWork),
+		CmdSupersedeWork:       typed(applySupersedeWork),
+		CmdRecordPredecessor:   typed(applyRecordPredecessorStop),
+		CmdDropPredecessor:     typed(applyDropPredecessorStop),
+		CmdActivateRevision:    typed(applyActivateRevision),
+		CmdCompleteActivation:  typed(applyCompleteActivation),
+		CmdSetRevisionStatus:   typed(applySetRevisionStatus),
+		CmdCompleteStop:        typed(applyCompleteStop),
+		CmdCompleteDeletion:    typed(applyCompleteDeletion),
+		CmdSetInstallation:     typed(applySetInstallation),
+		CmdExpireWork:          typed(applyExpireWork),
+		CmdDeleteNamespace:     typed(applyDeleteNamespace),
+		CmdDeleteConfiguration: typed(applyDeleteConfiguration),
+		CmdReleaseClaims:       typed(applyReleaseClaims),
 	}
 	maps.Copy(handlers, activationHandlers)
 }

@@ -13,32 +13,38 @@ type Command struct {
 	Time    time.Time       `json:"time"`
 	Actor   string          `json:"actor,omitempty"`
 	Payload json.RawMessage `json:"payload"`
+	// Idempotency is set for a request that carried an Idempotency-Key
+	// (idempotency.go).
+	Idempotency *Idempotency `json:"idempotency,omitempty"`
 }
 
 // Command types, one per payload struct below.
 const (
-	CmdCreateNamespace    = "CreateNamespace"
-	CmdPutConfiguration   = "PutConfiguration"
-	CmdCreateAgent        = "CreateAgent"
-	CmdUpdateAgent        = "UpdateAgent"
-	CmdAdmitRevision      = "AdmitRevision"
-	CmdRequestStop        = "RequestStop"
-	CmdRequestDelete      = "RequestDelete"
-	CmdClaimWork          = "ClaimWork"
-	CmdRenewClaim         = "RenewClaim"
-	CmdSetWorkPhase       = "SetWorkPhase"
-	CmdRequeueWork        = "RequeueWork"
-	CmdFailWork           = "FailWork"
-	CmdSupersedeWork      = "SupersedeWork"
-	CmdRecordPredecessor  = "RecordPredecessorStop"
-	CmdDropPredecessor    = "DropPredecessorStop"
-	CmdActivateRevision   = "ActivateRevision"
-	CmdCompleteActivation = "CompleteActivation"
-	CmdSetRevisionStatus  = "SetRevisionStatus"
-	CmdCompleteStop       = "CompleteStop"
-	CmdCompleteDeletion   = "CompleteDeletion"
-	CmdSetInstallation    = "SetInstallation"
-	CmdExpireWork         = "ExpireWork"
+	CmdCreateNamespace     = "CreateNamespace"
+	CmdPutConfiguration    = "PutConfiguration"
+	CmdCreateAgent         = "CreateAgent"
+	CmdUpdateAgent         = "UpdateAgent"
+	CmdAdmitRevision       = "AdmitRevision"
+	CmdRequestStop         = "RequestStop"
+	CmdRequestDelete       = "RequestDelete"
+	CmdClaimWork           = "ClaimWork"
+	CmdRenewClaim          = "RenewClaim"
+	CmdSetWorkPhase        = "SetWorkPhase"
+	CmdRequeueWork         = "RequeueWork"
+	CmdFailWork            = "FailWork"
+	CmdSupersedeWork       = "SupersedeWork"
+	CmdRecordPredecessor   = "RecordPredecessorStop"
+	CmdDropPredecessor     = "DropPredecessorStop"
+	CmdActivateRevision    = "ActivateRevision"
+	CmdCompleteActivation  = "CompleteActivation"
+	CmdSetRevisionStatus   = "SetRevisionStatus"
+	CmdCompleteStop        = "CompleteStop"
+	CmdCompleteDeletion    = "CompleteDeletion"
+	CmdSetInstallation     = "SetInstallation"
+	CmdExpireWork          = "ExpireWork"
+	CmdDeleteNamespace     = "DeleteNamespace"
+	CmdDeleteConfiguration = "DeleteConfiguration"
+	CmdReleaseClaims       = "ReleaseClaims"
 )
 
 // CreateNamespace creates a Namespace. ID is minted by the leader.
@@ -54,6 +60,18 @@ type PutConfiguration struct {
 	NamespaceID string          `json:"namespaceId"`
 	Name        string          `json:"name"`
 	Document    json.RawMessage `json:"document"`
+}
+
+// DeleteNamespace removes an empty Namespace: Apply refuses (ErrConflict)
+// while it holds any Agent or Configuration.
+type DeleteNamespace struct {
+	ID string `json:"id"`
+}
+
+// DeleteConfiguration removes a Configuration no Agent references (else
+// ErrConflict). Revisions froze their own copy of the document.
+type DeleteConfiguration struct {
+	ID string `json:"id"`
 }
 
 // CreateAgent creates an Agent; an empty ExecutionMode means embedded.
@@ -96,7 +114,8 @@ type UpdateAgent struct {
 // the revision's Configuration or Mode is not the Agent's, or the Configuration's
 // current Generation differs from Revision.ConfigurationGeneration (the
 // configuration changed since admission was decided). Admitting a newer
-// revision does not touch older work; the engine supersedes it.
+// revision does not touch older work; the engine supersedes it. Apply
+// returns an Admitted.
 type AdmitRevision struct {
 	Revision    Revision `json:"revision"`
 	WorkID      string   `json:"workId"`
@@ -250,6 +269,24 @@ type ExpireWork struct {
 	WorkID string `json:"workId"`
 }
 
+// Admitted is what a successful AdmitRevision returns: the frozen revision
+// and the id of its activate work.
+type Admitted struct {
+	Revision Revision `json:"revision"`
+	WorkID   string   `json:"workId"`
+}
+
+// ReleaseClaims returns every claimed work whose Owner is not Keep to the
+// queue at once (AvailableAt = the entry's Time, LastCode LEADER_CHANGED),
+// live lease or not. A new leader's engine proposes it, with its own owner,
+// after verifying its leadership: claims of earlier leaders' engines can no
+// longer write anything (every engine command names its owner), so their
+// work need not wait out the lease. Attempts are kept, as after a lapsed
+// lease. Apply returns the released work IDs, sorted.
+type ReleaseClaims struct {
+	Keep string `json:"keep"`
+}
+
 // ClaimResult is what a successful ClaimWork returns.
 type ClaimResult struct {
 	Work     Work      `json:"work"`
@@ -263,6 +300,7 @@ const DefaultMaxAttempts = 10
 const (
 	CodeLeaseExpired         = "LEASE_EXPIRED"
 	CodeMaxAttemptsExhausted = "MAX_ATTEMPTS_EXHAUSTED"
+	CodeLeaderChanged        = "LEADER_CHANGED"
 )
 
 // Sentinel errors callers branch on; Apply returns them wrapped.

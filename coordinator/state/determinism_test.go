@@ -19,10 +19,19 @@ func randomEntries(t testing.TB, seed uint64, n int) [][]byte {
 	now := t0
 	var out [][]byte
 	var works, revs []string
+	var stamp *Idempotency
 	enc := func(typ string, p any) {
-		b, err := Encode(typ, now, "alice", p)
+		b, err := EncodeStamped(typ, now, "alice", stamp, p)
 		require.NoError(t, err)
 		out = append(out, b)
+		stamp = nil
+	}
+	// keyed stamps a resource command with one of a few keys and hashes, so
+	// records are made, replayed, refused for another hash and evicted.
+	keyed := func() {
+		if rng.IntN(2) == 0 {
+			stamp = &Idempotency{Key: pick("k", 8), Hash: pick("h", 2), Status: 201}
+		}
 	}
 	enc(CmdCreateNamespace, CreateNamespace{ID: "ns0", Name: "zero"})
 	enc(CmdPutConfiguration, PutConfiguration{ID: "c0", NamespaceID: "ns0", Name: "c0", Document: json.RawMessage(`{}`)})
@@ -32,6 +41,9 @@ func randomEntries(t testing.TB, seed uint64, n int) [][]byte {
 	}
 	for len(out) < n {
 		now = now.Add(time.Duration(rng.IntN(700)) * time.Millisecond)
+		if rng.IntN(400) == 0 {
+			now = now.Add(IdempotencyTTL) // every record expires
+		}
 		recent := func(ids []string) string {
 			if len(ids) == 0 {
 				return "none"
@@ -45,6 +57,7 @@ func randomEntries(t testing.TB, seed uint64, n int) [][]byte {
 		var p any
 		switch rng.IntN(16) {
 		case 0:
+			keyed()
 			typ, p = CmdCreateNamespace, CreateNamespace{ID: pick("ns", 2), Name: pick("name", 3)}
 		case 1:
 			if rng.IntN(8) != 0 {
@@ -54,15 +67,21 @@ func randomEntries(t testing.TB, seed uint64, n int) [][]byte {
 			typ, p = CmdPutConfiguration, PutConfiguration{ID: "c1", NamespaceID: "ns0", Name: pick("c", 3),
 				Document: json.RawMessage(fmt.Sprintf(`{"v": %d}`, rng.IntN(5)))}
 		case 2:
+			keyed()
 			typ, p = CmdCreateAgent, CreateAgent{ID: pick("a", 3), NamespaceID: "ns0", Name: pick("n", 4), ConfigurationID: pick("c", 2)}
 		case 3, 4:
 			revs = append(revs, fmt.Sprintf("r%d", len(out)))
 			r := rev(revs[len(revs)-1], pick("a", 3), int64(1+rng.IntN(4)/3))
 			r.NamespaceID, r.ConfigurationID = "ns0", "c0"
+			keyed()
 			typ, p = CmdAdmitRevision, AdmitRevision{Revision: r, WorkID: fresh(), MaxAttempts: 1 + rng.IntN(3)}
 		case 5:
 			typ, p = CmdClaimWork, ClaimWork{WorkID: wid, Owner: owner, LeaseExpiry: now.Add(5 * time.Second)}
 		case 6:
+			if rng.IntN(4) == 0 {
+				typ, p = CmdReleaseClaims, ReleaseClaims{Keep: owner}
+				break
+			}
 			typ, p = CmdClaimWork, ClaimWork{WorkID: wid, Owner: owner, LeaseExpiry: now.Add(5 * time.Second)}
 		case 7:
 			typ, p = CmdActivateRevision, ActivateRevision{ClaimRef: cr, Expected: []string{"", recent(revs)}[rng.IntN(2)]}
@@ -79,6 +98,7 @@ func randomEntries(t testing.TB, seed uint64, n int) [][]byte {
 				typ, p = CmdActivateRevision, ActivateRevision{ClaimRef: cr, Expected: ""}
 				break
 			}
+			keyed()
 			typ, p = CmdRequestStop, RequestStop{AgentID: pick("a", 3), WorkID: fresh()}
 		case 13:
 			typ, p = CmdCompleteStop, CompleteStop{ClaimRef: cr, Expected: recent(revs)}
@@ -115,7 +135,8 @@ func applyAll(m *Machine, entries [][]byte, checkMutation ...bool) []string {
 			if check && m.Digest() != before {
 				outcomes = append(outcomes, "MUTATED-ON-ERROR")
 			}
-			for _, s := range []error{ErrNotFound, ErrConflict, ErrInvalid, ErrNotClaimable, ErrClaimLost, ErrActiveRevisionChanged} {
+			for _, s := range []error{ErrNotFound, ErrConflict, ErrInvalid, ErrNotClaimable, ErrClaimLost, ErrActiveRevisionChanged,
+				ErrIdempotencyMismatch} {
 				if errors.Is(err, s) {
 					outcomes = append(outcomes, s.Error())
 				}

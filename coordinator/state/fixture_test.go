@@ -50,7 +50,7 @@ func rev(id, agent string, gen int64) Revision {
 
 func (f *fx) admit(revID, workID string) Revision {
 	f.t.Helper()
-	return f.must(CmdAdmitRevision, AdmitRevision{Revision: rev(revID, "a1", 1), WorkID: workID, MaxAttempts: 3}).(Revision)
+	return f.must(CmdAdmitRevision, AdmitRevision{Revision: rev(revID, "a1", 1), WorkID: workID, MaxAttempts: 3}).(Admitted).Revision
 }
 
 func (f *fx) claim(workID, owner string) *ClaimResult {

@@ -27,8 +27,9 @@ type data struct {
 	audit          []AuditRecord
 	auditSeq       int64
 	installation   Installation
-	act            activation // truthful activation (activation.go), snapshot section "activation"
-	ids            ids        // users, service principals, tokens, role bindings, Restrictions
+	act            activation  // truthful activation (activation.go), snapshot section "activation"
+	ids            ids         // users, service principals, tokens, role bindings, Restrictions
+	idem           idempotency // recorded keyed writes (idempotency.go), snapshot section "idempotency"
 
 	// Indexes derived from the above (rebuilt on restore, not snapshotted),
 	// so scheduling scans only live work however long the history grows.

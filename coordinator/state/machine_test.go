@@ -102,7 +102,8 @@ func TestCommands(t *testing.T) {
 		{name: "admit", typ: CmdAdmitRevision, setup: func(f *fx) { f.admit("r0", "w0") },
 			payload: func(*fx) any { return AdmitRevision{Revision: rev("r1", "a1", 1), WorkID: "w1"} },
 			check: func(t *testing.T, f *fx, res any) {
-				r := res.(Revision)
+				r := res.(Admitted).Revision
+				require.Equal(t, "w1", res.(Admitted).WorkID)
 				require.EqualValues(t, 2, r.Number)
 				require.Equal(t, RevisionPending, r.Status)
 				w, ok := f.m.Work("w1")
@@ -574,4 +575,49 @@ func lifecycle(au []AuditRecord) []AuditRecord {
 		}
 	}
 	return out
+}
+
+func TestDeleteNamespaceAndConfigurationWhileReferenced(t *testing.T) {
+	m := NewMachine()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	apply := func(typ string, p any) (any, error) {
+		b, err := Encode(typ, at, "admin", p)
+		require.NoError(t, err)
+		return m.ApplyBytes(b)
+	}
+	_, err := apply(CmdCreateNamespace, CreateNamespace{ID: "n1", Name: "team"})
+	require.NoError(t, err)
+	_, err = apply(CmdPutConfiguration, PutConfiguration{ID: "c1", NamespaceID: "n1", Name: "cfg", Document: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	_, err = apply(CmdCreateAgent, CreateAgent{ID: "a1", NamespaceID: "n1", Name: "bot", ConfigurationID: "c1"})
+	require.NoError(t, err)
+
+	before := m.Digest()
+	_, err = apply(CmdDeleteConfiguration, DeleteConfiguration{ID: "c1"})
+	require.ErrorIs(t, err, ErrConflict, "an Agent references it")
+	_, err = apply(CmdDeleteNamespace, DeleteNamespace{ID: "n1"})
+	require.ErrorIs(t, err, ErrConflict, "it holds an Agent")
+	require.Equal(t, before, m.Digest(), "a refused delete changes nothing")
+
+	_, err = apply(CmdRequestDelete, RequestDelete{AgentID: "a1", WorkID: "w1"})
+	require.NoError(t, err)
+	_, err = apply(CmdClaimWork, ClaimWork{WorkID: "w1", Owner: "e", LeaseExpiry: at.Add(time.Hour)})
+	require.NoError(t, err)
+	_, err = apply(CmdCompleteDeletion, CompleteDeletion{ClaimRef: ClaimRef{WorkID: "w1", Owner: "e"}})
+	require.NoError(t, err)
+
+	_, err = apply(CmdDeleteNamespace, DeleteNamespace{ID: "n1"})
+	require.ErrorIs(t, err, ErrConflict, "it still holds a Configuration")
+	_, err = apply(CmdDeleteConfiguration, DeleteConfiguration{ID: "c1"})
+	require.NoError(t, err)
+	_, ok := m.ConfigurationByName("n1", "cfg")
+	require.False(t, ok, "the name index forgets it")
+	_, err = apply(CmdDeleteNamespace, DeleteNamespace{ID: "n1"})
+	require.NoError(t, err)
+	_, ok = m.NamespaceByName("team")
+	require.False(t, ok)
+	_, err = apply(CmdCreateNamespace, CreateNamespace{ID: "n2", Name: "team"})
+	require.NoError(t, err, "the name is free again")
+	_, err = apply(CmdDeleteNamespace, DeleteNamespace{ID: "n1"})
+	require.ErrorIs(t, err, ErrNotFound)
 }

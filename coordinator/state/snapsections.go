@@ -26,6 +26,8 @@ type snapSection struct {
 var snapSections = []snapSection{
 	{name: "activation", empty: func(d *data) bool { return d.act.empty() },
 		marshal: marshalActivation, unmarshal: unmarshalActivation},
+	{name: "idempotency", empty: func(d *data) bool { return d.idem.len() == 0 },
+		marshal: marshalIdempotency, unmarshal: unmarshalIdempotency},
 }
 
 // snapVersion is the version marshal writes.
@@ -186,4 +188,35 @@ func unmarshalActivation(r *snapDec, d *data) {
 		a.rollback[k] = rollbackWork{From: r.str(), Cause: r.str()}
 	}
 	d.act = a
+}
+
+// marshalIdempotency writes the idempotency records oldest first (their
+// order decides eviction, so it is part of the state).
+func marshalIdempotency(e *snapEnc, d *data) {
+	recs := d.idem.records()
+	e.uint(uint64(len(recs)))
+	for _, r := range recs {
+		e.str(r.Actor)
+		e.str(r.Key)
+		e.str(r.Hash)
+		e.int(int64(r.Status))
+		e.str(r.Type)
+		e.bytes(r.Result)
+		e.time(r.CreatedAt)
+		e.time(r.ExpiresAt)
+	}
+}
+
+func unmarshalIdempotency(r *snapDec, d *data) {
+	for range r.count() {
+		rec := IdempotencyRecord{Actor: r.sym(), Key: r.str(), Hash: r.str(), Status: r.intN(), Type: r.sym(),
+			Result: r.bytes(), CreatedAt: r.time(), ExpiresAt: r.time()}
+		if r.err != nil {
+			return
+		}
+		if err := d.idem.load(rec); err != nil {
+			r.fail(err)
+			return
+		}
+	}
 }

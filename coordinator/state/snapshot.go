@@ -39,7 +39,8 @@ type snapshotJSON struct {
 }
 
 // MarshalSnapshot returns the canonical, deterministic bytes of the state
-// (binary version 2): equal states marshal to equal bytes.
+// (binary version 2, or 3 with sections): equal states marshal to equal
+// bytes.
 func (m *Machine) MarshalSnapshot() ([]byte, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -47,8 +48,8 @@ func (m *Machine) MarshalSnapshot() ([]byte, error) {
 }
 
 // RestoreSnapshot replaces the state with a snapshot from MarshalSnapshot
-// (version 2) or from an earlier release (JSON version 1). On error the state
-// is unchanged.
+// (binary version 2 or 3) or from an earlier release (JSON version 1). On
+// error the state is unchanged.
 func (m *Machine) RestoreSnapshot(b []byte) error {
 	var (
 		d   data

@@ -185,6 +185,8 @@ const (
 	AuditNamespaceCreate     = "oce.namespaces.create"
 	AuditConfigurationCreate = "oce.configurations.create"
 	AuditConfigurationUpdate = "oce.configurations.update"
+	AuditNamespaceDelete     = "oce.namespaces.delete"
+	AuditConfigurationDelete = "oce.configurations.delete"
 	AuditAgentCreate         = "oce.agents.create"
 	AuditAgentUpdate         = "oce.agents.update"
 )

@@ -51,18 +51,33 @@ type fsm struct {
 	mu      sync.RWMutex
 	machine *state.Machine
 	nodes   map[string]string
-	index   uint64 // raft index of the last entry applied to the FSM
+	index   uint64        // raft index of the last entry applied to the FSM
+	moved   chan struct{} // closed and replaced whenever index moves
 }
 
 func newFSM() *fsm {
-	return &fsm{machine: state.NewMachine(), nodes: map[string]string{}}
+	return &fsm{machine: state.NewMachine(), nodes: map[string]string{}, moved: make(chan struct{})}
+}
+
+// setIndex records the applied index and wakes its waiters; f.mu is held.
+func (f *fsm) setIndex(i uint64) {
+	f.index = i
+	close(f.moved)
+	f.moved = make(chan struct{})
+}
+
+// applied returns the applied index and a channel closed when it next moves.
+func (f *fsm) applied() (uint64, <-chan struct{}) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.index, f.moved
 }
 
 // Apply implements raft.FSM.
 func (f *fsm) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.index = l.Index
+	f.setIndex(l.Index)
 	if len(l.Data) > 0 && l.Data[0] == metaPrefix {
 		return applyResult{err: f.applyMeta(l.Data[1:])}
 	}
@@ -183,7 +198,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("%w: state: %v", ErrInvalidBackup, err)
 	}
 	f.nodes = m.Nodes
-	f.index = m.Index
+	f.setIndex(m.Index)
 	return nil
 }
 

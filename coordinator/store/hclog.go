@@ -44,11 +44,19 @@ func (h *slogHCLog) Log(level hclog.Level, msg string, args ...any) {
 	}
 	all = append(all, h.args...)
 	all = append(all, args...)
-	for i := 1; i < len(all); i += 2 {
-		all[i] = plain(all[i])
+	for i := 0; i+1 < len(all); i += 2 {
+		if k, ok := all[i].(string); ok && ownKeys[k] {
+			all[i] = "raft_" + k
+		}
+		all[i+1] = plain(all[i+1])
 	}
 	h.l.Log(context.Background(), sl, msg, all...)
 }
+
+// ownKeys are keys oce's loggers already carry; raft's own arguments of
+// the same name ("node": raft's "Node at <addr> [state]") are renamed so a
+// record never repeats a key.
+var ownKeys = map[string]bool{"node": true, "component": true}
 
 // plain renders raft's argument values the way hclog would: formats
 // expanded, Stringers and errors as text.

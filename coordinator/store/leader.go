@@ -42,10 +42,14 @@ func (s *Store) lead(parent context.Context) func() {
 	go func() {
 		defer wg.Done()
 		// The FSM must hold every committed entry before the leader acts on it.
+		term := s.raft.CurrentTerm()
 		if err := s.Barrier(ctx); err != nil {
 			s.log.Warn("leader barrier failed", "error", err.Error())
 			return
 		}
+		// Every entry of earlier terms is applied: this leader's commit
+		// index is a valid read index from now on (ReadIndex).
+		s.leaderTerm.Store(term)
 		if s.fsm.httpAddr(s.cfg.NodeID) != s.cfg.HTTPAddr {
 			if err := s.applyMeta(ctx, metaOp{Op: "set", ID: s.cfg.NodeID, HTTPAddr: s.cfg.HTTPAddr}); err != nil {
 				s.log.Warn("recording own HTTP address failed", "error", err.Error())

@@ -11,8 +11,8 @@ import (
 	"oce.dev/oce/coordinator/state"
 )
 
-// Propose stamps the command with the leader's clock and the context's actor
-// (WithActor), replicates it through one Raft log entry and returns what
+// Propose stamps the command with the leader's clock, the context's actor
+// (WithActor) and idempotency stamp (state.WithIdempotency), replicates it through one Raft log entry and returns what
 // state.Machine's Apply returned. On a follower it returns a *NotLeaderError
 // without touching Raft; when leadership is lost after the hand-off the error
 // also matches ErrOutcomeUnknown.
@@ -22,7 +22,7 @@ func (s *Store) Propose(ctx context.Context, typ string, payload any) (any, erro
 		s.stats.proposeFailures.Add(1)
 		return nil, s.notLeader(false)
 	}
-	b, err := state.Encode(typ, s.clock(), ActorFrom(ctx), payload)
+	b, err := state.EncodeStamped(typ, s.clock(), ActorFrom(ctx), state.IdempotencyFrom(ctx), payload)
 	if err != nil {
 		return nil, fmt.Errorf("store: encode %s: %w", typ, err)
 	}

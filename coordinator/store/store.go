@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -24,11 +25,17 @@ import (
 	"oce.dev/oce/coordinator/state"
 )
 
-// Defaults; the Raft timings are hashicorp/raft's own defaults.
+// Defaults. The Raft timings are shorter than hashicorp/raft's (1 s, 1 s,
+// 500 ms) so a leader's failure is detected sooner: with a 400 ms heartbeat
+// timeout a SIGKILLed leader is replaced and the next activation completes
+// in well under a second (p50), and a busy three-member cluster on a loaded
+// two-core machine held its leader steady, where 300 ms did not
+// (docs/PERFORMANCE.md, "Failover"). Pre-vote stays on (hashicorp/raft
+// v1.7's default): a member cut off and back does not depose the leader.
 const (
-	DefaultHeartbeatTimeout   = 1000 * time.Millisecond
-	DefaultElectionTimeout    = 1000 * time.Millisecond
-	DefaultLeaderLeaseTimeout = 500 * time.Millisecond
+	DefaultHeartbeatTimeout   = 400 * time.Millisecond
+	DefaultElectionTimeout    = 400 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 200 * time.Millisecond
 	DefaultCommitTimeout      = 50 * time.Millisecond
 	// DefaultApplyTimeout bounds a proposal whose context has no deadline.
 	DefaultApplyTimeout = 10 * time.Second
@@ -74,6 +81,9 @@ type Config struct {
 	Bootstrap bool
 	// Timeouts are the Raft timings.
 	Timeouts Timeouts
+	// DisablePreVote turns hashicorp/raft's pre-vote off (it is on by
+	// default): only for comparisons, see docs/PERFORMANCE.md.
+	DisablePreVote bool
 	// SnapshotThreshold, SnapshotInterval and TrailingLogs tune snapshots;
 	// zero means the defaults above.
 	SnapshotThreshold uint64
@@ -101,10 +111,22 @@ type Store struct {
 
 	raft  *raft.Raft
 	fsm   *fsm
+	logs  raft.LogStore
 	trans *raft.NetworkTransport
-	bolt  *raftboltdb.BoltStore
-	gate  *gatedStable
-	snaps *raft.FileSnapshotStore
+	watch *commitWatch
+	// bootLast and bootTerm name the last command entry on disk at Open:
+	// until the state has applied it (or the leader replaced it), the
+	// member is replaying its log and serves no reads (reads.go).
+	bootLast, bootTerm uint64
+	replayed           atomic.Bool
+	// heartbeat is the Raft heartbeat timeout: how fresh the leader's
+	// commit index must be for readiness.
+	heartbeat time.Duration
+	// leaderTerm is the term whose leader barrier completed on this node.
+	leaderTerm atomic.Uint64
+	bolt       *raftboltdb.BoltStore
+	gate       *gatedStable
+	snaps      *raft.FileSnapshotStore
 
 	stats stats
 
@@ -149,6 +171,7 @@ func Open(cfg Config) (_ *Store, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: log cache: %w", err)
 	}
+	s.logs = logs
 	s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, DefaultSnapshotRetain, hl.Named("snapshots"))
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot store: %w", err)
@@ -162,14 +185,17 @@ func Open(cfg Config) (_ *Store, retErr error) {
 	})
 
 	rc := raftConfig(cfg, hl)
+	s.heartbeat = rc.HeartbeatTimeout
 	existing, err := raft.HasExistingState(logs, s.gate, s.snaps)
 	if err != nil {
 		return nil, fmt.Errorf("store: inspect state: %w", err)
 	}
-	s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.gate, s.snaps, s.trans)
+	s.watch = newCommitWatch(s.trans)
+	s.raft, err = raft.NewRaft(rc, s.fsm, logs, s.gate, s.snaps, s.watch)
 	if err != nil {
 		return nil, fmt.Errorf("store: start raft: %w", err)
 	}
+	s.bootLast, s.bootTerm = s.lastCommand(s.raft.LastIndex())
 	if cfg.Bootstrap && !existing {
 		f := s.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 			ID: raft.ServerID(cfg.NodeID), Address: s.trans.LocalAddr(), Suffrage: raft.Voter,
@@ -190,19 +216,17 @@ func raftConfig(cfg Config, hl hclog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.Logger = hl
+	def := func(v, d time.Duration) time.Duration {
+		if v > 0 {
+			return v
+		}
+		return d
+	}
 	t := cfg.Timeouts
-	if t.Heartbeat > 0 {
-		rc.HeartbeatTimeout = t.Heartbeat
-	}
-	if t.Election > 0 {
-		rc.ElectionTimeout = t.Election
-	}
-	if t.LeaderLease > 0 {
-		rc.LeaderLeaseTimeout = t.LeaderLease
-	}
-	if t.Commit > 0 {
-		rc.CommitTimeout = t.Commit
-	}
+	rc.HeartbeatTimeout = def(t.Heartbeat, DefaultHeartbeatTimeout)
+	rc.ElectionTimeout = def(t.Election, DefaultElectionTimeout)
+	rc.LeaderLeaseTimeout = def(t.LeaderLease, DefaultLeaderLeaseTimeout)
+	rc.CommitTimeout = def(t.Commit, DefaultCommitTimeout)
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
 	}
@@ -212,6 +236,7 @@ func raftConfig(cfg Config, hl hclog.Logger) *raft.Config {
 	if cfg.TrailingLogs > 0 {
 		rc.TrailingLogs = cfg.TrailingLogs
 	}
+	rc.PreVoteDisabled = cfg.DisablePreVote
 	return rc
 }
 
@@ -246,6 +271,9 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closeResources() {
+	if s.watch != nil {
+		s.watch.close()
+	}
 	if s.trans != nil {
 		_ = s.trans.Close()
 		s.trans.CloseStreams()

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -36,6 +37,32 @@ type Request struct {
 	// Prewarm is true for "generate": false (Codex warms a Responses
 	// WebSocket with such a frame before the real request).
 	Prewarm bool
+	// Echo are the EchoPrefix markers the request carries outside its last
+	// user message — in the instructions or system prompt the runtime built
+	// (e.g. from the Agent's AGENTS.md) — in order, each once.
+	Echo []string
+}
+
+// EchoPrefix starts a marker the fake repeats in its reply when it finds it
+// in a request's instructions, so tests can see what a runtime put into the
+// prompt (an edited AGENTS.md reaching the next turn).
+const EchoPrefix = "OCE-ECHO-"
+
+var echoRE = regexp.MustCompile(EchoPrefix + `[A-Za-z0-9_-]{1,64}`)
+
+// echoes finds the markers of body that the prompt does not carry itself.
+func echoes(body []byte, prompt string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range echoRE.FindAll(body, -1) {
+		s := string(m)
+		if seen[s] || strings.Contains(prompt, s) {
+			continue
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	return out
 }
 
 // Digest is the short deterministic digest of a prompt that every reply
@@ -118,6 +145,7 @@ func DecodeRequest(path string, body []byte) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
+	r.Echo = echoes(body, r.Prompt)
 	return r, nil
 }
 

@@ -38,6 +38,15 @@ const (
 	Trigger401      = "TRIGGER_401"
 )
 
+// UpfrontOnlyKeyPrefix marks keys the provider accepts only on the upfront
+// check's empty request (400, like a valid key) and rejects with 401 on
+// every model request: a credential a metadata check passes but a real
+// model turn refuses. Only the model probe catches it (tests of the probe
+// before cutover).
+const UpfrontOnlyKeyPrefix = "sk-oce-upfront-only-"
+
+func upfrontOnly(r *http.Request) bool { return strings.HasPrefix(key(r), UpfrontOnlyKeyPrefix) }
+
 var faults = map[Fault]bool{FaultNone: true, Fault401JSONErrorCode: true, Fault401JSONErrorNoCode: true,
 	Fault401JSONNoError: true, Fault401NonJSON: true, Fault401Empty: true, Fault403: true, Fault429: true,
 	Fault500: true, FaultSlow: true, FaultDrop: true, FaultResponseFailed: true}

@@ -293,7 +293,13 @@ func key(r *http.Request) string {
 }
 
 func (s *Server) authorized(r *http.Request) bool {
-	return s.valid == nil || s.valid[key(r)]
+	return !upfrontOnly(r) && (s.valid == nil || s.valid[key(r)])
+}
+
+// authorizedFor is authorized for a model request; the upfront check's
+// empty request also accepts an upfront-only key.
+func (s *Server) authorizedFor(r *http.Request, req Request) bool {
+	return s.authorized(r) || req.Empty && upfrontOnly(r)
 }
 
 // model serves one POST model endpoint.
@@ -338,7 +344,7 @@ func (s *Server) model(path string) http.HandlerFunc {
 // answer writes the response for a decoded request and returns its status.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, path string, req Request, f Fault, n int64) int {
 	switch {
-	case !s.authorized(r) || f.Is401():
+	case !s.authorizedFor(r, req) || f.Is401():
 		write401(w, f)
 		return http.StatusUnauthorized
 	case f == Fault403 || f == Fault429 || f == Fault500:
@@ -406,6 +412,9 @@ func (s *Server) turn(req Request, f Fault) turn {
 		return t
 	}
 	t.text = s.opts.Reply + " #" + Digest(req.Prompt)
+	for _, e := range req.Echo {
+		t.text += " [" + e + "]"
+	}
 	if req.ToolResult {
 		t.text = "Tool result received. " + t.text
 	}

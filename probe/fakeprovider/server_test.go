@@ -620,3 +620,40 @@ func anthropicText(t *testing.T, names, datas []string) string {
 	}
 	return b.String()
 }
+
+func TestEchoesMarkersOfTheInstructions(t *testing.T) {
+	s := start(t, Options{Reply: "pong"})
+	body := `{"model":"m","stream":false,"instructions":"# AGENTS.md\nSay OCE-ECHO-agents-v2 and OCE-ECHO-agents-v2.",` +
+		`"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi OCE-ECHO-user"}]}]}`
+	resp := post(t, s.URL()+"/v1/responses", body)
+	var out struct {
+		OutputText string `json:"output_text"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.Equal(t, "pong #"+Digest("hi OCE-ECHO-user")+" [OCE-ECHO-agents-v2]", out.OutputText,
+		"each instruction marker once; the prompt's own marker is not an echo")
+
+	r, err := DecodeRequest(pathChat, []byte(`{"messages":[{"role":"system","content":"OCE-ECHO-sys"},{"role":"user","content":"q"}]}`))
+	require.NoError(t, err)
+	require.Equal(t, []string{"OCE-ECHO-sys"}, r.Echo)
+	r, err = DecodeRequest(pathMessages, []byte(`{"system":"no markers","messages":[{"role":"user","content":"q"}]}`))
+	require.NoError(t, err)
+	require.Empty(t, r.Echo)
+}
+
+// TestUpfrontOnlyKey: such a key passes the upfront check's empty request
+// and is refused on every model request (HTTP and WebSocket paths alike go
+// through authorized).
+func TestUpfrontOnlyKey(t *testing.T) {
+	s := start(t, Options{ValidKeys: []string{"good"}})
+	k := UpfrontOnlyKeyPrefix + "1"
+	resp := post(t, s.URL()+"/v1/responses", `{}`, "Authorization", "Bearer "+k)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "the upfront check passes")
+	resp = post(t, s.URL()+"/v1/responses", responsesBody("x", false), "Authorization", "Bearer "+k)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a model request is refused")
+	resp = post(t, s.URL()+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, "Authorization", "Bearer "+k)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	open := start(t, Options{})
+	resp = post(t, open.URL()+"/v1/responses", responsesBody("x", false), "Authorization", "Bearer "+k)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "refused even when every key is accepted")
+}

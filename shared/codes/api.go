@@ -9,9 +9,26 @@ const (
 	NotFound         Code = "NOT_FOUND"         // 404
 	ResourceConflict Code = "RESOURCE_CONFLICT" // 409
 	NotLeader        Code = "NOT_LEADER"        // 421 (leader known) or 503 (no leader)
-	NotReady         Code = "NOT_READY"         // 503 from /readyz
+	NotReady         Code = "NOT_READY"         // 503: /readyz, or a read this member cannot serve yet
 	Internal         Code = "INTERNAL"          // 500
+	// WorkspaceUnavailable (503): the Agent's Gateway or its workspace node
+	// cannot serve the workspace documents now; nothing stale is shown.
+	WorkspaceUnavailable Code = "WORKSPACE_UNAVAILABLE"
+
+	// OutcomeUnknown (503): a write may or may not have taken effect (the
+	// leader was asked but its answer was lost, or leadership changed after
+	// the entry reached the log). Retrying with the same Idempotency-Key is
+	// safe; without one, check the state first.
+	OutcomeUnknown Code = "OUTCOME_UNKNOWN"
+	// IdempotencyKeyReused (422): the Idempotency-Key was used before for a
+	// different request (method, path or body); nothing was applied.
+	IdempotencyKeyReused Code = "IDEMPOTENCY_KEY_REUSED"
 )
+
+// WorkspaceConflict is details.reason of the 409 RESOURCE_CONFLICT a
+// workspace document write gets when the document is no longer the version
+// it names (details.current carries the current one).
+const WorkspaceConflict Code = "WORKSPACE_CONFLICT"
 
 // Reasons an INVALID_REQUEST of cluster administration carries in
 // details.reason.
@@ -20,7 +37,8 @@ const (
 	InvalidMember Code = "INVALID_MEMBER" // a join/remove/transfer names no valid member
 )
 
-var api = set(InvalidRequest, Unauthorized, Forbidden, NotFound, ResourceConflict, NotLeader, NotReady, Internal)
+var api = set(InvalidRequest, Unauthorized, Forbidden, NotFound, ResourceConflict, NotLeader, NotReady, Internal,
+	WorkspaceUnavailable, OutcomeUnknown, IdempotencyKeyReused)
 
 // IsAPI reports whether c is an API error code.
 func IsAPI(c Code) bool { return api[c] }

@@ -42,3 +42,12 @@ func TestURLs(t *testing.T) {
 	require.Equal(t, "http://h:18791/openclaw/plugin-runtime/remote-status", PeerStatusURL("h", StatusPort))
 	require.Equal(t, "ws://h:18790", AppServerURL("h", AppServerPort))
 }
+
+func TestProviderEndpoints(t *testing.T) {
+	bases := map[string]string{ProviderOpenAI: "http://127.0.0.1:9/", ProviderAnthropic: "http://127.0.0.1:9/v1"}
+	require.Equal(t, []Endpoint{{EnvProviderBaseURLOpenAI, "http://127.0.0.1:9"}, {EnvProviderBaseURLAnthropic, "http://127.0.0.1:9/v1"}},
+		ProviderEndpoints(bases, false))
+	require.Equal(t, []Endpoint{{EnvProviderBaseURLOpenAI, "http://127.0.0.1:9/v1"}, {EnvProviderBaseURLAnthropic, "http://127.0.0.1:9/v1"}},
+		ProviderEndpoints(bases, true))
+	require.Empty(t, ProviderEndpoints(nil, true))
+}

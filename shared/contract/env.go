@@ -100,3 +100,20 @@ const (
 	LoginCodexPAT       = "codex_pat"
 	LoginServiceAccount = "chatgpt_service_account"
 )
+
+// Embedded model probe before cutover (issue 14; docs/OPERATIONS.md,
+// "Activation order"). A driver that stages an embedded replacement while the
+// predecessor serves may start the candidate's gatewayd with EnvModelProbeOnly
+// = "1": it runs only the model-probe phase (with the candidate's own
+// credential and TMPDIR, touching no gateway state), reports ready when the
+// probe passed — StatusModelProbe carries when — and holds the failure
+// otherwise. At cutover the driver starts the real gatewayd with
+// EnvModelProbePassedAt (Unix milliseconds), which skips a probe that passed
+// within ModelProbeFreshFor.
+const (
+	EnvModelProbeOnly     = "OCE_MODEL_PROBE_ONLY"
+	EnvModelProbePassedAt = "OCE_MODEL_PROBE_PASSED_AT"
+	// StatusModelProbe is the /status section of a probe-only gatewayd:
+	// {"code": "READY", "passedAtMs": …}.
+	StatusModelProbe = "modelProbe"
+)

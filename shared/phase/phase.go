@@ -43,6 +43,7 @@ type Runner struct {
 	mu       sync.Mutex
 	records  []Record
 	observer func(Record)
+	starts   func(phase string)
 }
 
 // New returns a Runner for container ("gateway" or "agent") whose wrapper
@@ -66,10 +67,25 @@ func (r *Runner) Observe(fn func(Record)) {
 	r.mu.Unlock()
 }
 
+// ObserveStart registers fn to receive each phase's name as Run starts it
+// (the status server publishes the phase running now). fn must not call
+// back into the Runner.
+func (r *Runner) ObserveStart(fn func(phase string)) {
+	r.mu.Lock()
+	r.starts = fn
+	r.mu.Unlock()
+}
+
 // Run times fn as phase and logs its record. A nil error is outcome ok; any
 // other error is outcome failed with the code of a *CodedError in its chain,
 // or UNAVAILABLE. It returns fn's error unchanged.
 func (r *Runner) Run(ctx context.Context, phase string, fn func(ctx context.Context) error) error {
+	r.mu.Lock()
+	starts := r.starts
+	r.mu.Unlock()
+	if starts != nil {
+		starts(phase)
+	}
 	t0 := r.clk()
 	err := fn(ctx)
 	end := r.clk()

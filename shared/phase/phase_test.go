@@ -165,3 +165,17 @@ func TestCodedErrorHelpers(t *testing.T) {
 	require.Nil(t, CauseOf(errors.New("x")))
 	require.True(t, strings.HasPrefix(Fail(codes.LoginFailed, errors.New("e")).Error(), "LOGIN_FAILED"))
 }
+
+// TestObserveStart: the start observer sees each phase before it runs, so a
+// status server can publish the phase running now.
+func TestObserveStart(t *testing.T) {
+	r := New("gateway", time.Now(), nil, nil)
+	var started []string
+	r.ObserveStart(func(p string) { started = append(started, p) })
+	require.NoError(t, r.Run(context.Background(), "model-probe", func(context.Context) error {
+		require.Equal(t, []string{"model-probe"}, started, "announced before the phase runs")
+		return nil
+	}))
+	require.Error(t, r.Run(context.Background(), "configure", func(context.Context) error { return fmt.Errorf("x") }))
+	require.Equal(t, []string{"model-probe", "configure"}, started)
+}

@@ -104,14 +104,18 @@ func ParseHeldReason(s string) (check string, code codes.Code, ok bool) {
 // at the ready check, so a poll never triggers work.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	s.mu.RLock()
-	held, ready, check := s.held, s.ready, s.check
+	held, ready, check, phase := s.held, s.ready, s.check, s.startingPhase()
 	s.mu.RUnlock()
+	notReady := NotReadyReason
+	if phase != "" {
+		notReady = PhaseReason(phase)
+	}
 	switch {
 	case held != nil:
 		writeText(w, http.StatusServiceUnavailable, HeldReason(*held))
 		return
 	case !ready:
-		writeText(w, http.StatusServiceUnavailable, NotReadyReason)
+		writeText(w, http.StatusServiceUnavailable, notReady)
 		return
 	}
 	if check != nil {
@@ -120,7 +124,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		cancel()
 		if err != nil {
 			s.log.Debug("ready check failed", "err", err)
-			writeText(w, http.StatusServiceUnavailable, NotReadyReason)
+			writeText(w, http.StatusServiceUnavailable, notReady)
 			return
 		}
 	}
@@ -161,6 +165,9 @@ func (s *Server) snapshot() map[string]any {
 	doc["held"] = s.held != nil
 	if s.held != nil {
 		doc["runtimeFailure"] = *s.held
+	}
+	if p := s.startingPhase(); p != "" {
+		doc[PhaseKey] = p
 	}
 	if s.plugin != nil {
 		doc["pluginStatus"] = *s.plugin

@@ -164,13 +164,14 @@ type Server struct {
 	startupEnd bool
 	check      func(ctx context.Context) error
 	held       *RuntimeFailure
+	phase      string // the startup phase running now (SetPhase)
 	plugin     *PluginStatus
 	sections   map[string]json.RawMessage
 }
 
 // reserved status keys are the built-in fields of /status.
 var reserved = map[string]bool{"component": true, "revisionId": true, "ready": true, "started": true,
-	"held": true, "runtimeFailure": true, "pluginStatus": true, "uptimeMs": true, "goroutines": true}
+	"held": true, PhaseKey: true, "runtimeFailure": true, "pluginStatus": true, "uptimeMs": true, "goroutines": true}
 
 var (
 	checkRe  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)

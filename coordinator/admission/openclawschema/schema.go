@@ -56,32 +56,39 @@ var (
 const schemaURL = "https://oce.invalid/openclaw.schema.json"
 
 func load() (*jsonschema.Schema, error) {
-	once.Do(func() {
-		zr, err := gzip.NewReader(bytes.NewReader(embedded))
-		if err != nil {
-			errLoad = err
-			return
-		}
-		raw, err := io.ReadAll(zr)
-		if err != nil {
-			errLoad = err
-			return
-		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-		if err != nil {
-			errLoad = err
-			return
-		}
-		c := jsonschema.NewCompiler()
-		c.DefaultDraft(jsonschema.Draft7)
-		c.UseRegexpEngine(regexpEngine)
-		if err := c.AddResource(schemaURL, doc); err != nil {
-			errLoad = err
-			return
-		}
-		compiled, errLoad = c.Compile(schemaURL)
-	})
+	once.Do(func() { compiled, errLoad = compile() })
 	return compiled, errLoad
+}
+
+// compile decodes and compiles the embedded schema.
+func compile() (*jsonschema.Schema, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(embedded))
+	if err != nil {
+		return nil, err
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft7)
+	c.UseRegexpEngine(regexpEngine)
+	if err := c.AddResource(schemaURL, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(schemaURL)
+}
+
+// Warm compiles the schema now (it takes seconds on a loaded machine) so the
+// first Validate does not pay for it; the coordinator calls it in the
+// background at start. Repeated calls are free.
+func Warm() error {
+	_, err := load()
+	return err
 }
 
 // Validate checks doc (one JSON object) against the schema; a *Violation

@@ -15,6 +15,7 @@ import (
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/compute/memory"
+	"oce.dev/oce/coordinator/engine"
 	"oce.dev/oce/coordinator/state"
 )
 
@@ -58,6 +59,9 @@ type Backend struct {
 	ProposeHook func(typ string) error
 	// ContextHook, when set, sees each proposal's context (actor checks).
 	ContextHook func(ctx context.Context)
+	// EntryHook, when set, sees each encoded log entry before it is
+	// applied: the bytes a Raft log would store and replicate.
+	EntryHook func(entry []byte)
 }
 
 // New returns a leader Backend over a fresh Machine with the in-memory
@@ -112,13 +116,17 @@ func (b *Backend) Propose(ctx context.Context, typ string, payload any) (any, er
 	if a, ok := ctx.Value(actorKey{}).(string); ok && a != "" {
 		actor = a
 	}
-	entry, err := state.Encode(typ, b.now(), actor, payload)
+	entry, err := state.EncodeStamped(typ, b.now(), actor, state.IdempotencyFrom(ctx), payload)
 	if err != nil {
 		return nil, err
 	}
 	b.mu.Lock()
 	b.proposals++
+	entryHook := b.EntryHook
 	b.mu.Unlock()
+	if entryHook != nil {
+		entryHook(entry)
+	}
 	return b.M.ApplyBytes(entry)
 }
 
@@ -240,3 +248,57 @@ func (b *Backend) Driver() compute.Driver {
 	defer b.mu.Unlock()
 	return b.driver
 }
+
+// RunEngine runs the activation engine over the Backend's machine and
+// driver until ctx ends, so deploys and stops complete as on a leader.
+func (b *Backend) RunEngine(ctx context.Context) {
+	e := engine.New(engine.Config{Owner: "apitest", PollInterval: 5 * time.Millisecond, ReadinessMin: 2 * time.Millisecond,
+		ReadinessMax: 20 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
+		HealthInterval: 10 * time.Millisecond},
+		engine.NewLocalProposer(b.M, engine.RealClock{}, "engine"), b.Driver(), engine.RealClock{}, nil)
+	go func() { _ = e.Run(ctx) }()
+}
+
+// Read positions (api.Positions): the fake's index counts the machine's
+// applies, and it is always fresh and linearizable.
+
+// AppliedIndex is the machine's apply count.
+func (b *Backend) AppliedIndex() uint64 { return b.M.Applied() }
+
+// LastIndex equals AppliedIndex: nothing is in flight.
+func (b *Backend) LastIndex() uint64 { return b.M.Applied() }
+
+// LeaderCommit equals AppliedIndex.
+func (b *Backend) LeaderCommit() (uint64, bool) { return b.M.Applied(), true }
+
+// WaitApplied waits for the machine to reach n applies.
+func (b *Backend) WaitApplied(ctx context.Context, n uint64) (uint64, error) {
+	for {
+		ch := b.M.Changed()
+		if i := b.M.Applied(); i >= n {
+			return i, nil
+		}
+		select {
+		case <-ctx.Done():
+			return b.M.Applied(), ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// WaitIndexChange waits for an apply past n.
+func (b *Backend) WaitIndexChange(ctx context.Context, n uint64) uint64 {
+	i, _ := b.WaitApplied(ctx, n+1)
+	return i
+}
+
+// ReadBarrier fails on a follower.
+func (b *Backend) ReadBarrier(ctx context.Context) (uint64, error) {
+	if err := b.VerifyLeader(ctx); err != nil {
+		return 0, err
+	}
+	return b.M.Applied(), nil
+}
+
+// Fresh is always nil.
+func (b *Backend) Fresh() error { return nil }

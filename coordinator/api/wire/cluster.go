@@ -106,3 +106,20 @@ type Endpoints struct {
 	// returns the password itself.
 	PasswordFile string `json:"passwordFile,omitempty"`
 }
+
+// Version is the answer of GET /v1/version: what the answering coordinator
+// was built from and the native runtime versions it supervises.
+type Version struct {
+	Version   string   `json:"version"`
+	Commit    string   `json:"commit,omitempty"`
+	Modified  bool     `json:"modified,omitempty"`
+	GoVersion string   `json:"goVersion"`
+	Runtimes  Runtimes `json:"runtimes"`
+}
+
+// Runtimes are pinned native runtime versions.
+type Runtimes struct {
+	Node     string `json:"node"`
+	OpenClaw string `json:"openclaw"`
+	Codex    string `json:"codex"`
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -267,6 +268,10 @@ func TestHTTPGatewayStatus(t *testing.T) {
 		switch {
 		case r.Method == http.MethodPost && r.URL.Path == "/oce/v1/setup-code":
 			_ = json.NewEncoder(w).Encode(map[string]any{"setupCode": "sc", "expiresAtMs": 42})
+		case r.Method == http.MethodPut && r.URL.Path == "/oce/v1/workspace/files/AGENTS.md":
+			b, _ := io.ReadAll(r.Body)
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write(b)
 		case r.Method == http.MethodGet && r.URL.Path == "/oce/v1/nodes":
 			_ = json.NewEncoder(w).Encode(map[string]any{"nodes": []map[string]any{{"nodeId": "n1", "connected": true, "commands": []string{"a"}}}})
 		default:
@@ -289,6 +294,12 @@ func TestHTTPGatewayStatus(t *testing.T) {
 	nodes, err := h.Nodes(ctx, state.Revision{}, ep)
 	require.NoError(t, err)
 	require.Equal(t, []Node{{NodeID: "n1", Connected: true, Commands: []string{"a"}}}, nodes)
+
+	// a route's refusal comes back as an answer with its body
+	st, body, err := h.Call(ctx, ep, http.MethodPut, contract.WorkspaceFileRoute("AGENTS.md"), []byte(`{"content":"x"}`))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusConflict, st)
+	require.JSONEq(t, `{"content":"x"}`, string(body))
 
 	for name, bad := range map[string]Endpoint{
 		"no pod ip":    {Namespace: "gw", TokenSecret: "pw"},

@@ -79,8 +79,49 @@ func (h *HTTPGatewayStatus) base(gw Endpoint) (string, error) {
 	return "http://" + net.JoinHostPort(gw.PodIP, strconv.Itoa(port)), nil
 }
 
-// request sends one authenticated request to the Gateway Pod's status
-// server with hc and returns the open 2xx response.
+func (h *HTTPGatewayStatus) do(ctx context.Context, method string, gw Endpoint, path string, out any) error {
+	code, body, err := h.call(ctx, gw, method, path, nil, 1<<20)
+	if err != nil {
+		return err
+	}
+	if code/100 != 2 {
+		return fmt.Errorf("%w: %s %s: HTTP %d", ErrGatewayStatus, method, path, code)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("%w: %s %s: decode: %w", ErrGatewayStatus, method, path, err)
+	}
+	return nil
+}
+
+// Call sends one request to the Gateway Pod's status server with the status
+// bearer and returns the answer's status and body (at most limit bytes).
+func (h *HTTPGatewayStatus) Call(ctx context.Context, gw Endpoint, method, path string, reqBody []byte) (int, []byte, error) {
+	return h.call(ctx, gw, method, path, reqBody, compute.MaxGatewayAnswer)
+}
+
+func (h *HTTPGatewayStatus) call(ctx context.Context, gw Endpoint, method, path string, reqBody []byte, limit int64) (int, []byte, error) {
+	hc := h.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: StatusRequestTimeout}
+	}
+	var rd io.Reader
+	if reqBody != nil {
+		rd = bytes.NewReader(reqBody)
+	}
+	resp, err := h.request(ctx, hc, method, gw, path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %s %s: %w", ErrGatewayStatus, method, path, err)
+	}
+	return resp.StatusCode, body, nil
+}
+
+// request sends one request to the Gateway Pod's status server with the
+// status bearer and hc, and returns the open response, whatever its status.
 func (h *HTTPGatewayStatus) request(ctx context.Context, hc *http.Client, method string, gw Endpoint, path string, body io.Reader) (*http.Response, error) {
 	base, err := h.base(gw)
 	if err != nil {
@@ -109,31 +150,7 @@ func (h *HTTPGatewayStatus) request(ctx context.Context, hc *http.Client, method
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s %s: %w", ErrGatewayStatus, method, path, err)
 	}
-	if resp.StatusCode/100 != 2 {
-		resp.Body.Close()
-		return nil, fmt.Errorf("%w: %s %s: HTTP %d", ErrGatewayStatus, method, path, resp.StatusCode)
-	}
 	return resp, nil
-}
-
-func (h *HTTPGatewayStatus) do(ctx context.Context, method string, gw Endpoint, path string, out any) error {
-	hc := h.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: StatusRequestTimeout}
-	}
-	resp, err := h.request(ctx, hc, method, gw, path, nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%w: %s %s: %w", ErrGatewayStatus, method, path, err)
-	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("%w: %s %s: decode: %w", ErrGatewayStatus, method, path, err)
-	}
-	return nil
 }
 
 // GatewayChatter is implemented by a GatewayStatus that can run a turn
@@ -148,11 +165,9 @@ var _ GatewayChatter = (*HTTPGatewayStatus)(nil)
 // as they stream (the turn may take minutes: no whole-request timeout; ctx
 // bounds it). A failed turn is a *compute.TurnError.
 func (h *HTTPGatewayStatus) Chat(ctx context.Context, gw Endpoint, req contract.ChatRequest, delta func(string)) (string, error) {
-	var hc *http.Client
+	hc := &http.Client{}
 	if h.HTTP != nil {
-		hc = &http.Client{Transport: h.HTTP.Transport}
-	} else {
-		hc = &http.Client{}
+		hc.Transport = h.HTTP.Transport
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -163,6 +178,9 @@ func (h *HTTPGatewayStatus) Chat(ctx context.Context, gw Endpoint, req contract.
 		return "", err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return "", fmt.Errorf("%w: POST %s: HTTP %d", ErrGatewayStatus, contract.RouteChat, resp.StatusCode)
+	}
 	dec := json.NewDecoder(resp.Body)
 	for {
 		var ev contract.ChatEvent

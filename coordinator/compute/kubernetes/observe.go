@@ -26,7 +26,8 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 	if err != nil {
 		return compute.Observation{}, err
 	}
-	return compute.Observation{Ready: r.Ready, Staged: r.Reason == ReasonStaged, Reason: r.Reason, HeldCode: r.HeldCode, Cause: r.Cause}, nil
+	return compute.Observation{Ready: r.Ready, Reason: r.Reason, HeldCode: r.HeldCode, Cause: r.Cause,
+		Staged: r.Ready && r.Reason == ReasonStaged}, nil
 }
 
 func (d *Driver) podReadiness(ctx context.Context, ns string, want map[string]string) (Readiness, error) {

@@ -177,16 +177,6 @@ func initContainer(image, claimVolume string, dirs []string) corev1.Container {
 	}
 }
 
-// providerEnv renders the driver's model endpoint overrides
-// (Config.ProviderBaseURLs) for a Gateway or a Harness.
-func (d *Driver) providerEnv(harness bool) []corev1.EnvVar {
-	var out []corev1.EnvVar
-	for _, e := range compute.ProviderBaseEnv(d.cfg.ProviderBaseURLs, harness) {
-		out = append(out, corev1.EnvVar{Name: e[0], Value: e[1]})
-	}
-	return out
-}
-
 func env(kv ...string) []corev1.EnvVar {
 	out := make([]corev1.EnvVar, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -287,6 +277,7 @@ func (d *Driver) gatewayDeployment(p *plan, modelKeys []string, node, publicURL 
 			e = append(e, env(contract.EnvWorkspaceNodeID, node)...)
 		}
 	}
+	e = append(e, d.providerEnv(false)...)
 	volumes := append(emptyDirs(),
 		corev1.Volume{Name: "gateway-state", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.n.gatewayState}}},
 		corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
@@ -355,6 +346,7 @@ func (d *Driver) harnessDeployment(p *plan, modelKeys []string) *appsv1.Deployme
 		e = append(e, corev1.EnvVar{Name: contract.EnvCodexWorkspaceID, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: p.n.harnessSecrets}, Key: contract.SecretCodexWorkspaceID}}})
 	}
+	e = append(e, d.providerEnv(true)...)
 	sources := []corev1.VolumeProjection{projected(p.n.transport, contract.SecretAppServerToken, contract.SecretPluginStatusKey)}
 	if len(modelKeys) > 0 {
 		sources = append(sources, projected(p.n.harnessSecrets, modelKeys...))

@@ -99,6 +99,12 @@ type Config struct {
 	// Credentials delivers the model credential; nil delivers none (the
 	// runtimes then hold NOT_CONFIGURED).
 	Credentials Credentials
+	// ProbeBeforeCutover runs a staged embedded replacement's model probe
+	// while the predecessor serves (the installation's before-cutover
+	// activation order, beyond the seeds): a failed probe holds the
+	// candidate before any cutover, and the cutover no longer waits for it.
+	// Off keeps the seeds' order: the replacement probes at its start.
+	ProbeBeforeCutover bool
 	// AllowHostNetwork lets runtimes run outside a loopback-only network
 	// namespace. Off by default: New refuses then.
 	AllowHostNetwork bool

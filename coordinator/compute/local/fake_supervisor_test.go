@@ -31,10 +31,17 @@ const envFake = "LOCAL_FAKE_SUPERVISOR"
 // envEvents names a file the fakes append "<role> <event>" lines to.
 const envEvents = "LOCAL_FAKE_EVENTS"
 
+// envProbeGate names a file a probe-only fake waits for before its probe
+// "passes" (it shows the model-probe phase meanwhile).
+const envProbeGate = "LOCAL_FAKE_PROBE_GATE"
+
 func fakeMain() {
 	role := "harness"
 	if os.Getenv("OCE_TOPOLOGY") != "" {
 		role = "gateway"
+	}
+	if os.Getenv("OCE_MODEL_PROBE_ONLY") == "1" {
+		role = "probe"
 	}
 	event := func(e string) {
 		f, err := os.OpenFile(os.Getenv(envEvents), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -53,6 +60,13 @@ func fakeMain() {
 	}
 	if b, err := os.ReadFile(filepath.Join(secrets, keyFile)); err == nil && strings.TrimSpace(string(b)) == "bad" {
 		srv.Hold(status.RuntimeFailure{Check: "model-probe", Code: codes.Code("AUTHENTICATION_FAILED")})
+	}
+	if role == "probe" {
+		fakeProbe(ctx, srv, event)
+		return
+	}
+	if at := os.Getenv("OCE_MODEL_PROBE_PASSED_AT"); at != "" {
+		event("vouched")
 	}
 	// A grandchild that outlives a graceful stop unless the driver kills it.
 	child := exec.Command("sleep", "600")
@@ -104,6 +118,14 @@ func fakeMain() {
 			event("minted")
 			_ = json.NewEncoder(w).Encode(map[string]any{"setupCode": code, "expiresAtMs": time.Now().Add(time.Minute).UnixMilli()})
 		}, status.AuthNone)
+		_ = srv.HandleFunc("PUT /oce/v1/workspace/files/{name}", func(w http.ResponseWriter, r *http.Request) {
+			if !auth(r) {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(map[string]any{"code": "WORKSPACE_CONFLICT", "current": r.PathValue("name")})
+		}, status.AuthNone)
 		_ = srv.HandleFunc("GET /oce/v1/nodes", func(w http.ResponseWriter, r *http.Request) {
 			if !auth(r) {
 				w.WriteHeader(http.StatusUnauthorized)
@@ -148,6 +170,28 @@ func fakeMain() {
 	if role == "gateway" {
 		time.Sleep(150 * time.Millisecond) // a drain, so a too-early Harness stop shows in the order
 	}
+	event("exit")
+	os.Exit(0)
+}
+
+// fakeProbe is a probe-only gatewayd: the model-probe phase until the gate
+// file exists (when one is named), then ready with the time it passed.
+func fakeProbe(ctx context.Context, srv *status.Server, event func(string)) {
+	go func() { _ = srv.ListenAndServe(ctx) }()
+	event("started")
+	if _, held := srv.Held(); !held {
+		srv.SetPhase("model-probe")
+		for gate := os.Getenv(envProbeGate); gate != "" && ctx.Err() == nil; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(gate); err == nil {
+				break
+			}
+		}
+		_ = srv.SetStatus("modelProbe", map[string]any{"code": "READY", "passedAtMs": time.Now().UnixMilli()})
+		srv.SetStarted()
+		srv.SetReady(true)
+		event("passed")
+	}
+	<-ctx.Done()
 	event("exit")
 	os.Exit(0)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,7 +198,7 @@ func TestEmbeddedReplacementIsStagedUntilActivation(t *testing.T) {
 	require.NoError(t, f.d.PrepareRevision(ctx, r2))
 	obs, err := f.d.ObserveRevision(ctx, r2)
 	require.NoError(t, err)
-	require.Equal(t, compute.Observation{Ready: true, Staged: true, Reason: ReasonStaged}, obs)
+	require.Equal(t, compute.Observation{Ready: true, Reason: ReasonStaged, Staged: true}, obs)
 	require.Nil(t, f.d.revs["rev2"].Gateway, "a staged replacement does not start beside the serving gateway")
 	require.Equal(t, "gateway rev1", dialRoute(t, f.data, "agent1"), "the predecessor keeps serving")
 
@@ -237,6 +238,12 @@ func TestDedicatedEnrollsNodeAndStopsGatewayFirst(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(f.d.RevisionDir(rev), "gateway", "secrets", contract.SecretOpenAIAPIKey),
 		"the dedicated Gateway receives no model credential")
 	require.FileExists(t, filepath.Join(f.d.HarnessWorkspace("ns1", "agent2"), "harness-was-here"))
+	// the coordinator reaches the Gateway's routes with the status token;
+	// the Gateway's refusal is an answer, not an error
+	code, body, err := f.d.CallGateway(ctx, rev, http.MethodPut, contract.WorkspaceFileRoute("AGENTS.md"), []byte(`{}`))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusConflict, code)
+	require.Contains(t, string(body), "AGENTS.md")
 
 	require.NoError(t, f.d.ActivateRevision(ctx, rev))
 	procs := f.procsOf(t, "rev1")
@@ -264,6 +271,8 @@ func TestDedicatedEnrollsNodeAndStopsGatewayFirst(t *testing.T) {
 	require.Equal(t, "node-1", f.d.revs["rev2"].GatewayNodeID, "pinned from its first start")
 	f.waitReady(t, rev2)
 	require.Equal(t, 1, strings.Count(strings.Join(f.eventLines(t), "\n"), "gateway rev2 started"), "no restart to pin the node")
+	_, _, err = f.d.CallGateway(ctx, rev, http.MethodGet, contract.RouteWorkspaceFiles, nil)
+	require.ErrorIs(t, err, compute.ErrGatewayUnavailable, "a retired revision's Gateway is unavailable")
 }
 
 func indexOf(lines []string, s string) int {

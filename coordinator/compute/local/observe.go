@@ -60,10 +60,12 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 		return compute.Observation{Reason: ReasonNotPrepared}, nil
 	case snap.Stopped:
 		return compute.Observation{Reason: ReasonStopped}, nil
+	case snap.Staged && d.cfg.ProbeBeforeCutover:
+		return d.observeProbe(ctx, r, snap), nil
 	case snap.Staged:
 		// Embedded preparation does not validate the replacement: it starts
 		// (and checks its credentials) at activation (seed 000 step 3).
-		return compute.Observation{Ready: true, Staged: true, Reason: ReasonStaged}, nil
+		return compute.Observation{Ready: true, Reason: ReasonStaged, Staged: true}, nil
 	}
 	gwAddr := fmt.Sprintf("127.0.0.1:%d", snap.Ports.GatewayStatus)
 	if snap.Topology == contract.DedicatedCodex {
@@ -78,7 +80,7 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 	if snap.Topology == contract.DedicatedCodex && !snap.Enrolled {
 		enrolled, err := d.advanceEnrollment(ctx, rev, r, gwAddr)
 		if err != nil {
-			d.log.Info("enrollment pending", "revision", rev.ID, "error", err.Error())
+			d.log.Debug("enrollment pending", "revision", rev.ID, "error", err.Error())
 		}
 		if !enrolled {
 			return compute.Observation{Reason: ReasonEnrolling}, nil
@@ -87,48 +89,65 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 	return compute.Observation{Ready: true, Reason: ReasonReady}, nil
 }
 
-// observeOne reads one supervisor; done means obs is the final answer.
+// observeOne reads one supervisor; done means obs is the final answer. The
+// phase a starting supervisor runs now comes with a not-ready answer.
 func observeOne(ctx context.Context, p *proc.Process, addr, exited, notReady string) (compute.Observation, bool) {
-	if held, cause, err := heldFailure(ctx, addr); err == nil && held != "" {
-		return compute.Observation{Reason: ReasonHeld, HeldCode: held, Cause: cause}, true
+	rs, err := runtimeStatus(ctx, addr)
+	if err == nil && rs.held != "" {
+		return compute.Observation{Reason: ReasonHeld, HeldCode: rs.held, Cause: rs.cause, Phase: rs.check}, true
 	}
 	if !p.Alive() {
 		return compute.Observation{Reason: exited}, true
 	}
 	ok, _, _ := status.ReadyCheck(ctx, addr)
 	if !ok {
-		return compute.Observation{Reason: notReady}, true
+		return compute.Observation{Reason: notReady, Phase: rs.phase}, true
 	}
 	return compute.Observation{}, false
 }
 
-// heldFailure reads runtimeFailure from the supervisor's runtime status.
-func heldFailure(ctx context.Context, addr string) (codes.Code, *codes.Cause, error) {
+// supervisorStatus is what an observation reads from a supervisor's
+// runtime status.
+type supervisorStatus struct {
+	held       codes.Code // a held failure's code ("" when none)
+	cause      *codes.Cause
+	check      string // the held failure's check
+	phase      string // the startup phase running now
+	passedAtMs int64  // a probe-only gatewayd's passed probe
+}
+
+// runtimeStatus reads the supervisor's runtime status.
+func runtimeStatus(ctx context.Context, addr string) (supervisorStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, StatusTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+contract.RouteRuntimeStatus, nil)
 	if err != nil {
-		return "", nil, err
+		return supervisorStatus{}, err
 	}
 	res, err := httpClient.Do(req)
 	if err != nil {
-		return "", nil, err
+		return supervisorStatus{}, err
 	}
 	defer res.Body.Close()
 	var doc struct {
-		RuntimeFailure *status.RuntimeFailure `json:"runtimeFailure"`
+		RuntimeFailure *status.RuntimeFailure     `json:"runtimeFailure"`
+		Phase          string                     `json:"startupPhase"`
+		Probe          *contract.ModelProbeStatus `json:"modelProbe"`
 	}
 	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&doc); err != nil {
-		return "", nil, err
+		return supervisorStatus{}, err
 	}
-	if doc.RuntimeFailure == nil {
-		return "", nil, nil
+	out := supervisorStatus{phase: doc.Phase}
+	if doc.Probe != nil && doc.Probe.Code == string(codes.Ready) {
+		out.passedAtMs = doc.Probe.PassedAtMs
 	}
-	c := doc.RuntimeFailure.Code
-	if !codes.IsRuntimeDiagnostic(c) {
-		c = codes.Unavailable
+	if f := doc.RuntimeFailure; f != nil {
+		out.held, out.cause, out.check = f.Code, f.Cause, f.Check
+		if !codes.IsRuntimeDiagnostic(out.held) {
+			out.held = codes.Unavailable
+		}
 	}
-	return c, doc.RuntimeFailure.Cause, nil
+	return out, nil
 }
 
 func (d *Driver) statusToken(r *revRuntime) (string, error) {

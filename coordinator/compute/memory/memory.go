@@ -77,11 +77,13 @@ type Driver struct {
 	faults    map[faultKey]*fault
 	readyIn   map[string]int // revision → observations left before ready (<0 never)
 	held      map[string]compute.Observation
-	staged    map[string]bool
 	hooks     map[Op]Hook
 	deletedNS map[string]bool
 	deletedAg map[string]bool
 	rejected  map[string]compute.CredentialCheck
+
+	wsOnce sync.Once
+	wsp    *workspaces // workspace.go
 }
 
 var _ compute.Driver = (*Driver)(nil)
@@ -105,7 +107,7 @@ func DefaultCapabilities() compute.Capabilities {
 func New(caps compute.Capabilities) *Driver {
 	return &Driver{caps: caps, runtimes: map[string]*Runtime{}, routes: map[string]string{},
 		faults: map[faultKey]*fault{}, readyIn: map[string]int{}, held: map[string]compute.Observation{},
-		staged: map[string]bool{}, hooks: map[Op]Hook{}, deletedNS: map[string]bool{}, deletedAg: map[string]bool{},
+		hooks: map[Op]Hook{}, deletedNS: map[string]bool{}, deletedAg: map[string]bool{},
 		rejected: map[string]compute.CredentialCheck{}}
 }
 
@@ -139,20 +141,12 @@ func (d *Driver) Hold(revID string, code codes.Code, cause *codes.Cause) {
 	d.held[revID] = compute.Observation{Reason: "held", HeldCode: code, Cause: cause}
 }
 
-// Stage makes revID report ready but only staged (its workload replaces the
-// serving one at activation, as an embedded Recreate cutover does) until
-// Unstage.
-func (d *Driver) Stage(revID string) {
+// Observe makes every later ObserveRevision of revID answer obs (a staged
+// replacement, a runtime in a given phase); Hold is the held case.
+func (d *Driver) Observe(revID string, obs compute.Observation) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.staged[revID] = true
-}
-
-// Unstage ends Stage.
-func (d *Driver) Unstage(revID string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.staged, revID)
+	d.held[revID] = obs
 }
 
 // ComeBack simulates a stopped runtime started again behind the engine's
@@ -291,9 +285,6 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 	if h, ok := d.held[rev.ID]; ok {
 		return h, nil
 	}
-	if d.staged[rev.ID] {
-		return compute.Observation{Ready: true, Staged: true, Reason: "staged"}, nil
-	}
 	r := d.runtime(rev.ID)
 	if !r.Prepared || !r.Running {
 		return compute.Observation{Reason: "not-running"}, nil
@@ -397,3 +388,4 @@ func (d *Driver) CheckCredential(ctx context.Context, rev state.Revision) (compu
 	}
 	return compute.CredentialCheck{Outcome: state.CredentialPassed, Reason: "2xx"}, nil
 }
+

@@ -8,7 +8,10 @@
 // `plugins install npm:@openclaw/codex@V --force`, like the real one, installs
 // under $OPENCLAW_STATE_DIR/npm/projects/ and rewrites the config with a
 // `meta` object; it records npm_config_offline and whether the config already
-// named the codex plugin. FAKEOC_INSTALL_EXIT fails it.
+// named the codex plugin. FAKEOC_INSTALL_EXIT fails it. `models status --json
+// --probe --probe-provider P` prints the real CLI's result shape with status
+// "ok" for P, or <S> when the probed primary model ends in "-probe-<S>"
+// (the probe's own environment passes no FAKEOC_ variable).
 package main
 
 import (
@@ -118,6 +121,32 @@ func main() {
 		if os.WriteFile(cfgPath, out, 0o600) != nil {
 			os.Exit(1)
 		}
+		os.Exit(0)
+	case len(args) >= 2 && args[0] == "models" && args[1] == "status":
+		provider := ""
+		for i, a := range args {
+			if a == "--probe-provider" && i+1 < len(args) {
+				provider = args[i+1]
+			}
+		}
+		st := "ok"
+		var pc struct {
+			Agents struct {
+				Defaults struct {
+					Model struct {
+						Primary string `json:"primary"`
+					} `json:"model"`
+				} `json:"defaults"`
+			} `json:"agents"`
+		}
+		if b, err := os.ReadFile(os.Getenv("OPENCLAW_CONFIG_PATH")); err == nil && json.Unmarshal(b, &pc) == nil {
+			if _, s, ok := strings.Cut(pc.Agents.Defaults.Model.Primary, "-probe-"); ok {
+				st = s
+			}
+		}
+		out, _ := json.Marshal(map[string]any{"auth": map[string]any{"probes": map[string]any{"results": []any{
+			map[string]any{"provider": provider, "model": provider + "/fake", "status": st}}}}})
+		fmt.Println(string(out))
 		os.Exit(0)
 	default:
 		fmt.Fprintln(os.Stderr, "fakeopenclaw: unsupported command")

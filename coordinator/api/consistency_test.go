@@ -1,0 +1,192 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"oce.dev/oce/coordinator/api"
+	"oce.dev/oce/coordinator/api/apitest"
+)
+
+// unfresh is a member that must not serve default reads (cut off from the
+// leader, replaying, or behind), knowing no fresh commit index.
+type unfresh struct{ *apitest.Backend }
+
+func (unfresh) Fresh() error                 { return errors.New("store: not ready: replaying the log") }
+func (unfresh) LeaderCommit() (uint64, bool) { return 0, false }
+
+func index(t *testing.T, r resp) uint64 {
+	t.Helper()
+	i, err := strconv.ParseUint(r.header.Get(api.IndexHeader), 10, 64)
+	require.NoError(t, err, "answer without %s", api.IndexHeader)
+	return i
+}
+
+func TestEveryAnswerNamesItsIndex(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	w := e.send("POST", "/v1/namespaces/team/agents/bot/deploy", nil, nil)
+	require.Equal(t, 202, w.status)
+	require.Equal(t, e.b.M.Applied(), index(t, w), "a write names the index its entry applied at")
+	for _, path := range []string{"/v1/namespaces", "/v1/namespaces/team/agents/bot", "/v1/work", "/v1/audit",
+		"/v1/status", "/v1/cluster", "/v1/index"} {
+		r := e.send("GET", path, nil, nil)
+		require.Equal(t, 200, r.status, path)
+		require.Equal(t, e.b.M.Applied(), index(t, r), path)
+	}
+	r := e.send("GET", "/v1/index", nil, nil)
+	require.Equal(t, float64(e.b.M.Applied()), r.json(t)["index"])
+	// A 404 names the index at which the thing did not exist.
+	r = e.send("GET", "/v1/namespaces/team/agents/nobody", nil, nil)
+	require.Equal(t, 404, r.status)
+	require.Equal(t, e.b.M.Applied(), index(t, r))
+}
+
+func TestReadModeParameters(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	at := strconv.FormatUint(e.b.M.Applied(), 10)
+	for _, q := range []string{"index=x", "index=-1", "index=1&index=2", "wait=1s", "index=1&wait=x",
+		"index=1&wait=-1s", "consistent&stale", "consistent&index=1", "consistent=no", "stale=1",
+		"index=" + strconv.FormatUint(e.b.M.Applied()+1, 10)} {
+		r := e.send("GET", "/v1/namespaces/team/agents?"+q, nil, nil)
+		require.Equal(t, 400, r.status, "%s: %s", q, r.body)
+		require.Equal(t, "INVALID_REQUEST", r.errCode(t))
+	}
+	for _, q := range []string{"index=" + at, "index=1", "consistent", "consistent=true", "stale"} {
+		r := e.send("GET", "/v1/namespaces/team/agents?"+q, nil, nil)
+		require.Equal(t, 200, r.status, "%s: %s", q, r.body)
+	}
+	// The modes' parameters never reach the route's own parameter checks.
+	r := e.send("GET", "/v1/work?state=queued&index="+at, nil, nil)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	r = e.send("GET", "/v1/work?bogus=1&index="+at, nil, nil)
+	require.Equal(t, 400, r.status)
+}
+
+func TestBlockingQuery(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	at := e.b.M.Applied()
+	done := make(chan resp, 1)
+	go func() {
+		done <- e.send("GET", "/v1/namespaces/team/agents/bot?index="+strconv.FormatUint(at, 10)+"&wait=1m", nil, nil)
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("a blocking query answered without a change: %s", r.body)
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.Equal(t, 202, e.send("POST", "/v1/namespaces/team/agents/bot/deploy", nil, nil).status)
+	r := <-done
+	require.Equal(t, 200, r.status)
+	require.Greater(t, index(t, r), at)
+	require.EqualValues(t, 1, r.json(t)["revisionCount"], "woken by the deploy, it shows it")
+
+	// The wait expires with the unchanged state; a wait beyond the cap is
+	// clamped and says so.
+	now := e.b.M.Applied()
+	r = e.send("GET", "/v1/index?index="+strconv.FormatUint(now, 10)+"&wait=30ms", nil, nil)
+	require.Equal(t, 200, r.status)
+	require.Equal(t, now, index(t, r))
+	require.Empty(t, r.header.Get(api.WaitClampedHeader))
+	go func() {
+		done <- e.send("GET", "/v1/index?index="+strconv.FormatUint(now, 10)+"&wait=1h", nil, nil)
+	}()
+	require.Equal(t, 202, e.send("POST", "/v1/namespaces/team/agents/bot/stop", nil, nil).status)
+	r = <-done
+	require.Equal(t, api.MaxWait.String(), r.header.Get(api.WaitClampedHeader))
+}
+
+// TestUnfreshMemberRefusesDefaultReads: a member that must not serve
+// default reads answers NOT_READY (retryable), serves ?stale, and refuses a
+// ?index it cannot place instead of calling it the future.
+func TestUnfreshMemberRefusesDefaultReads(t *testing.T) {
+	b := apitest.New()
+	srv := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()}, unfresh{b}))
+	t.Cleanup(srv.Close)
+	e := &env{t: t, b: b, srv: srv}
+	e.seed()
+	r := e.send("GET", "/v1/namespaces/team/agents/bot", nil, nil)
+	require.Equal(t, 503, r.status)
+	require.Equal(t, "NOT_READY", r.errCode(t))
+	require.Equal(t, true, r.json(t)["error"].(map[string]any)["details"].(map[string]any)["retryable"])
+	require.Equal(t, 200, e.send("GET", "/v1/namespaces/team/agents/bot?stale", nil, nil).status)
+	require.Equal(t, 200, e.send("GET", "/v1/cluster", nil, nil).status, "cluster diagnostics are always served")
+	// An index it has applied is served; one beyond its log cannot be
+	// placed without the leader's commit index: NOT_READY, not 400.
+	at := b.M.Applied()
+	require.Equal(t, 200, e.send("GET", "/v1/namespaces/team/agents/bot?index="+strconv.FormatUint(at, 10), nil, nil).status)
+	r = e.send("GET", "/v1/namespaces/team/agents/bot?index="+strconv.FormatUint(at+5, 10), nil, nil)
+	require.Equal(t, 503, r.status)
+	require.Equal(t, "NOT_READY", r.errCode(t))
+}
+
+func TestConsistentReadOnFollower(t *testing.T) {
+	leader := apitest.New()
+	lsrv := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()}, leader))
+	t.Cleanup(lsrv.Close)
+	le := &env{t: t, b: leader, srv: lsrv}
+	le.seed()
+
+	b := apitest.New()
+	b.SetFollower(lsrv.Listener.Addr().String())
+	plain := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()}, b))
+	t.Cleanup(plain.Close)
+	r := (&env{t: t, b: b, srv: plain}).send("GET", "/v1/namespaces/team/agents/bot?consistent", nil, nil)
+	require.Equal(t, 421, r.status)
+	require.Equal(t, "NOT_LEADER", r.errCode(t))
+
+	fwd := httptest.NewServer(api.New(api.Config{Token: testToken, ForwardWrites: true, Metrics: prometheus.NewRegistry()}, b))
+	t.Cleanup(fwd.Close)
+	r = (&env{t: t, b: b, srv: fwd}).send("GET", "/v1/namespaces/team/agents/bot?consistent", nil, nil)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.Equal(t, "bot", r.json(t)["name"], "served by the leader, which has the Agent")
+	require.Equal(t, leader.M.Applied(), index(t, r))
+}
+
+// catchingUp is a follower whose state trails the leader's commit index by
+// one entry — an Agent the leader has — until WaitApplied lets it arrive.
+type catchingUp struct {
+	*apitest.Backend
+	arrive func()
+}
+
+func (c catchingUp) LeaderCommit() (uint64, bool) { return c.M.Applied() + 1, true }
+func (c catchingUp) WaitApplied(ctx context.Context, n uint64) (uint64, error) {
+	c.arrive()
+	return c.Backend.WaitApplied(ctx, n)
+}
+
+// TestFollowerCatchesUpBeforeNotFound: a lookup that misses on a member
+// behind the leader's commit index waits for it before answering 404, so a
+// member catching up never reports as missing what the cluster has; ?stale
+// answers from the state as it is.
+func TestFollowerCatchesUpBeforeNotFound(t *testing.T) {
+	b := apitest.New()
+	e := &env{t: t, b: b}
+	srv := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()},
+		catchingUp{Backend: b, arrive: func() {
+			if _, ok := b.M.AgentByName(b.M.Namespaces()[0].ID, "late"); !ok {
+				e.send("POST", "/v1/namespaces/team/agents", map[string]any{"name": "late", "configuration": "cfg"}, nil)
+			}
+		}}))
+	t.Cleanup(srv.Close)
+	plain := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()}, b))
+	t.Cleanup(plain.Close)
+	e.srv = plain
+	e.seed()
+	direct := &env{t: t, b: b, srv: srv}
+	r := direct.send("GET", "/v1/namespaces/team/agents/late?stale", nil, nil)
+	require.Equal(t, 404, r.status, "a stale read answers from the state as it is")
+	r = direct.send("GET", "/v1/namespaces/team/agents/late", nil, nil)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.Equal(t, "late", r.json(t)["name"])
+}

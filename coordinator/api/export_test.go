@@ -1,0 +1,4 @@
+package api
+
+// HeldOf exposes heldOf to the external tests.
+var HeldOf = heldOf

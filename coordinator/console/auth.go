@@ -1,0 +1,123 @@
+package console
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net/http"
+)
+
+// Principal is who a console session acts for.
+type Principal struct {
+	// Name is shown in the header and recorded by the API as the actor.
+	Name string
+	// Roles are informational (shown); decisions are the Authorizer's.
+	Roles []string
+}
+
+// Authenticator turns the API token a user logs in with into a Principal.
+// The identities of issue 17 plug in here (hashed tokens, expiry,
+// revocation); ErrBadToken is the only failure a login form shows.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (Principal, error)
+}
+
+// ErrBadToken: the token is unknown, expired or revoked.
+var ErrBadToken = errors.New("console: the token is not valid")
+
+// Action names what a page offers to do; the Authorizer decides whether a
+// principal may, so the page shows only what it may do. The API decides
+// again on every request (the console forwards the session's token), so a
+// hidden button is a courtesy, never the check.
+type Action string
+
+// Actions the console offers.
+const (
+	ActionCreateAgent Action = "agents.create"
+	ActionDeploy      Action = "agents.deploy"
+	ActionStop        Action = "agents.stop"
+	ActionWriteFiles  Action = "agents.files.write"
+)
+
+// Resource is what an action is about: a Namespace, or an Agent in it.
+type Resource struct {
+	Namespace string
+	Agent     string
+}
+
+// Authorizer decides actions for a Principal (issue 17's IAMDriver plugs in
+// here).
+type Authorizer interface {
+	Allowed(ctx context.Context, p Principal, a Action, r Resource) bool
+}
+
+// TokenAuthenticator accepts the coordinator's one bearer token (compared in
+// constant time) as the principal "admin": the authentication every API
+// request has until identities exist.
+type TokenAuthenticator struct {
+	Token string
+}
+
+// Authenticate implements Authenticator.
+func (t TokenAuthenticator) Authenticate(_ context.Context, token string) (Principal, error) {
+	if t.Token == "" || token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(t.Token)) != 1 {
+		return Principal{}, ErrBadToken
+	}
+	return Principal{Name: "admin", Roles: []string{"cluster-admin"}}, nil
+}
+
+// AllowAll permits every action (the single-token installation: whoever
+// holds the token administers everything).
+type AllowAll struct{}
+
+// Allowed implements Authorizer.
+func (AllowAll) Allowed(context.Context, Principal, Action, Resource) bool { return true }
+
+// AuthorizerFunc adapts a function to Authorizer.
+type AuthorizerFunc func(ctx context.Context, p Principal, a Action, r Resource) bool
+
+// Allowed implements Authorizer.
+func (f AuthorizerFunc) Allowed(ctx context.Context, p Principal, a Action, r Resource) bool {
+	return f(ctx, p, a, r)
+}
+
+// AuthenticatorFunc adapts a function to Authenticator.
+type AuthenticatorFunc func(ctx context.Context, token string) (Principal, error)
+
+// Authenticate implements Authenticator.
+func (f AuthenticatorFunc) Authenticate(ctx context.Context, token string) (Principal, error) {
+	return f(ctx, token)
+}
+
+// APIAuthenticator accepts any token the API accepts (the bootstrap token,
+// minted API tokens, OIDC bearer JWTs): it asks GET /v1/whoami with it, in
+// process, and names the principal by the API's actor.
+type APIAuthenticator struct{ API http.Handler }
+
+// Authenticate implements Authenticator.
+func (a APIAuthenticator) Authenticate(ctx context.Context, token string) (Principal, error) {
+	if token == "" {
+		return Principal{}, ErrBadToken
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://console.invalid/v1/whoami", nil)
+	if err != nil {
+		return Principal{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := inProcess{a.API}.RoundTrip(req)
+	if err != nil {
+		return Principal{}, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return Principal{}, ErrBadToken
+	}
+	var who struct {
+		Actor string `json:"actor"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&who); err != nil || who.Actor == "" {
+		return Principal{}, ErrBadToken
+	}
+	return Principal{Name: who.Actor}, nil
+}

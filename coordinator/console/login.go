@@ -1,0 +1,80 @@
+package console
+
+import (
+	"net/http"
+	"strings"
+)
+
+// loginTokenMax bounds the token field of the login form.
+const loginTokenMax = 4096
+
+type loginView struct {
+	CSRF  string
+	Next  string
+	Error string
+}
+
+// loginPage shows the token form. Its CSRF token is a pre-session pair: a
+// random value in a short-lived SameSite=Strict cookie and in the form.
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	if _, ok := c.sessionOf(r); ok {
+		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+		return
+	}
+	c.showLogin(w, r, http.StatusOK, "")
+}
+
+func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	pair := randomToken()
+	http.SetCookie(w, c.cookie(r, cookieLogin, pair, 600))
+	w.Header().Set("Cache-Control", "no-store")
+	c.render(w, status, "login", nil, loginView{CSRF: pair, Next: safeNext(r.FormValue("next")), Error: msg})
+}
+
+// login checks the pair and the token, then starts a server-side session.
+// The token travels in the POST body only; the browser gets a random id.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		c.showLogin(w, r, http.StatusBadRequest, "The form is malformed.")
+		return
+	}
+	ck, err := r.Cookie(cookieLogin)
+	if !sameOrigin(r) || err != nil || !equal(ck.Value, r.PostForm.Get("csrf")) {
+		c.log.Warn("console: login without a valid CSRF pair refused")
+		c.showLogin(w, r, http.StatusForbidden, "The login form expired; try again.")
+		return
+	}
+	token := strings.TrimSpace(r.PostForm.Get("token"))
+	if token == "" || len(token) > loginTokenMax {
+		c.showLogin(w, r, http.StatusUnauthorized, "That token is not valid.")
+		return
+	}
+	p, err := c.cfg.Authenticator.Authenticate(r.Context(), token)
+	if err != nil {
+		c.log.Info("console: login refused")
+		c.showLogin(w, r, http.StatusUnauthorized, "That token is not valid.")
+		return
+	}
+	s := c.sessions.create(p, token)
+	http.SetCookie(w, c.cookie(r, cookieLogin, "", -1))
+	http.SetCookie(w, c.cookie(r, cookieSession, s.id, int(c.cfg.SessionMax.Seconds())))
+	c.log.Info("console: login", "user", p.Name)
+	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) error {
+	c.sessions.remove(s.id)
+	http.SetCookie(w, c.cookie(r, cookieSession, "", -1))
+	http.Redirect(w, r, Prefix+"/login", http.StatusSeeOther)
+	return nil
+}
+
+// safeNext keeps a redirect inside the console.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, Prefix+"/") || strings.HasPrefix(next, Prefix+"//") || strings.ContainsAny(next, "\\\r\n") ||
+		strings.Contains(next, "/../") {
+		return Prefix + "/"
+	}
+	return next
+}
