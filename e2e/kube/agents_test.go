@@ -57,6 +57,35 @@ func getAgent(t testing.TB, name string) wire.Agent {
 	return a
 }
 
+// servingAgent reads the Agent until a member answers it serving (each occ
+// call may reach another member through the API Service; default reads
+// are bounded-stale), for at most 15 s after a deploy --wait saw it so.
+func servingAgent(t testing.TB, name string) wire.Agent {
+	t.Helper()
+	var a wire.Agent
+	require.Eventually(t, func() bool {
+		a = getAgent(t, name)
+		return a.Status != nil && a.Status.State == wire.AgentServing
+	}, 15*time.Second, 200*time.Millisecond, "the Agent serving: %+v", &a)
+	return a
+}
+
+// latestRevision is the Agent's highest-numbered revision.
+func latestRevision(t testing.TB, name string) wire.Revision {
+	t.Helper()
+	var revs []wire.Revision
+	occJSON(t, &revs, "-n", Team, "revisions", name)
+	require.NotEmpty(t, revs)
+	last := revs[0]
+	for _, r := range revs {
+		if r.Number > last.Number {
+			last = r
+		}
+	}
+	occJSON(t, &last, "-n", Team, "revisions", name, last.ID)
+	return last
+}
+
 // activations counts the Agent's activate audit records per revision.
 func activations(t testing.TB, agentID string) map[string]int {
 	t.Helper()

@@ -20,10 +20,12 @@ import (
 //   - redeploy → the predecessor's Pod is gone before its successor starts
 //     (Recreate), one activate audit record per activated revision, and the
 //     Agent answers again;
-//   - a bad key, redeployed in the seeds' order (the serving gateway stops
-//     at the cutover) → held AUTHENTICATION_FAILED visible through occ
-//     within seconds, kubelet never restarts the held container, and the
-//     model sees no further request;
+//   - a rejected key → held before cutover by the coordinator's credential
+//     check: no Pod of it starts, the serving Pod keeps answering;
+//   - a key only a model turn refuses → cut over, its gateway holds
+//     AUTHENTICATION_FAILED, visible through occ within seconds, kubelet
+//     never restarts the held container, and the model sees no further
+//     request;
 //   - stop → SIGTERM reached gatewayd, which exited 0 within its budget;
 //     every object of the Agent is gone but its claim;
 //   - delete → every object of the Agent is gone, its claim too.
@@ -41,10 +43,9 @@ func TestEmbeddedOpenClaw(t *testing.T) {
 	t0 := time.Now()
 	occTeam(t, "agent", "deploy", "emb", "--wait", "--timeout", "10m")
 	served := time.Now()
-	a = getAgent(t, "emb")
+	a = servingAgent(t, "emb")
 	rev1 := a.ActiveRevisionID
 	require.NotEmpty(t, rev1)
-	require.Equal(t, wire.AgentServing, a.Status.State)
 	gw := pods.of(kdriver.RoleGateway, rev1)
 	require.Len(t, gw, 1, "%v", summary(pods.snapshot()))
 	first := gw[0]
@@ -80,19 +81,39 @@ func TestEmbeddedOpenClaw(t *testing.T) {
 	require.Contains(t, send(t, "emb", "hello again"), FakeReply, "the Agent answers after the redeploy")
 	figure(t, "embedded: redeploy outage (old Pod not Ready → new Pod Ready)", next[0].Ready.Sub(old.NotReady))
 
-	// A bad key, redeployed over the serving revision in the seeds' order:
-	// the embedded cutover stops the serving gateway, and its replacement
-	// holds AUTHENTICATION_FAILED, visible through occ within seconds.
-	_, before401 := providerRequests(t)
+	// A key the provider rejects: the coordinator's credential check
+	// (before-cutover, the bundle's default order) holds the candidate
+	// before the Recreate cutover; no Pod of it ever starts and the serving
+	// Pod keeps answering.
+	servingPod := readyPodOf(t, a.ID, kdriver.RoleGateway)
 	occTeam(t, "agent", "update", "emb", "--auth-method", "api_key", "--auth-ref", authRef(KeyBad))
 	out, code := runOcc(ctx, "-n", Team, "agent", "deploy", "emb", "--wait", "--timeout", "5m")
+	require.Equal(t, occ.ExitFailed, code, out)
+	require.Contains(t, out, string(codes.AuthenticationFailed), out)
+	require.Contains(t, out, "credential", "the credential check says so")
+	refused := latestRevision(t, "emb")
+	require.NotEqual(t, rev2, refused.ID)
+	require.NotNil(t, refused.Runtime)
+	require.Equal(t, "rejected", refused.Runtime.Credential, "refused by the coordinator's check: %+v", refused.Runtime)
+	require.Equal(t, rev2, getAgent(t, "emb").ActiveRevisionID, "never cut over")
+	require.Empty(t, pods.of(kdriver.RoleGateway, refused.ID), "no Pod of the refused candidate")
+	require.Contains(t, send(t, "emb", "still there?"), FakeReply, "the serving revision keeps answering")
+	require.Equal(t, servingPod.UID, readyPodOf(t, a.ID, kdriver.RoleGateway).UID, "the serving Pod never stopped")
+
+	// A key only a real model turn refuses passes that check; on Kubernetes
+	// the embedded replacement probes at its start after the Recreate cutover
+	// (docs/OPERATIONS.md, issue 14), so its gateway holds
+	// AUTHENTICATION_FAILED, visible through occ within seconds.
+	_, before401 := providerRequests(t)
+	occTeam(t, "agent", "update", "emb", "--auth-method", "api_key", "--auth-ref", authRef(KeyUpfrontOnly))
+	out, code = runOcc(ctx, "-n", Team, "agent", "deploy", "emb", "--wait", "--timeout", "5m")
 	failedAt := time.Now()
 	require.Equal(t, occ.ExitFailed, code, out)
 	require.Contains(t, out, string(codes.AuthenticationFailed), out)
 	a = getAgent(t, "emb")
 	rev3 := a.ActiveRevisionID
 	require.NotEmpty(t, rev3)
-	require.NotEqual(t, rev2, rev3, "the seeds' embedded order: the bad revision is active")
+	require.NotEqual(t, rev2, rev3, "the candidate was cut over (Recreate) before its probe")
 	require.Equal(t, wire.AgentDegraded, a.Status.State)
 	require.Equal(t, string(codes.AuthenticationFailed), a.Status.HeldCode)
 	held := pods.of(kdriver.RoleGateway, rev3)
@@ -100,7 +121,7 @@ func TestEmbeddedOpenClaw(t *testing.T) {
 	require.False(t, held[0].Running.IsZero())
 	figure(t, "embedded: held AUTHENTICATION_FAILED (Pod Running → occ shows it)", failedAt.Sub(held[0].Running))
 	_, after401 := providerRequests(t)
-	require.Greater(t, after401, before401, "the runtime's own check met the bad key")
+	require.Greater(t, after401, before401, "the runtime's own model probe met the refusing provider")
 
 	// Kubelet never restarts the held container, and the model is asked
 	// nothing more, while readiness keeps failing.

@@ -23,6 +23,7 @@ import (
 	"oce.dev/oce/coordinator/certs"
 	"oce.dev/oce/coordinator/compute/kubernetes/k8stest"
 	"oce.dev/oce/images/imagestest"
+	"oce.dev/oce/probe/fakeprovider"
 )
 
 // The installation's names and deadlines.
@@ -41,10 +42,13 @@ const (
 	// FakeproviderImage is the FROM-scratch image of cmd/fakeprovider.
 	FakeproviderImage = "oce.local/e2e/fakeprovider:1"
 	// ModelSecret holds the model keys in the credential namespace:
-	// KeyGood (the fake accepts it) and KeyBad (it answers 401).
-	ModelSecret = "model-keys"
-	KeyGood     = "good"
-	KeyBad      = "bad"
+	// KeyGood (the fake accepts it), KeyBad (it answers 401) and
+	// KeyUpfrontOnly (the upfront check's empty request passes, every model
+	// turn is refused 401).
+	ModelSecret    = "model-keys"
+	KeyGood        = "good"
+	KeyBad         = "bad"
+	KeyUpfrontOnly = "upfront-only"
 	// InstallTimeout bounds the installation (image imports, the bundle,
 	// three members joined).
 	InstallTimeout = 10 * time.Minute
@@ -198,7 +202,8 @@ func (in *install) secrets(ctx context.Context, c *k8stest.Cluster) error {
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: "oce-coordinator-token"}, Data: map[string][]byte{"token": []byte(in.token)}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "oce-coordinator-tls"}, Data: map[string][]byte{"ca.crt": caCert, "tls.crt": cert, "tls.key": key}},
-		{ObjectMeta: metav1.ObjectMeta{Name: ModelSecret}, Data: map[string][]byte{KeyGood: []byte(in.goodKey), KeyBad: []byte("sk-e2e-not-accepted")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: ModelSecret}, Data: map[string][]byte{KeyGood: []byte(in.goodKey), KeyBad: []byte("sk-e2e-not-accepted"),
+			KeyUpfrontOnly: []byte(fakeprovider.UpfrontOnlyKeyPrefix + "kube-e2e")}},
 	} {
 		if _, err := cs.Secrets(SystemNS).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("kube: secret %s: %w", s.Name, err)
