@@ -260,9 +260,9 @@ func (in *install) fakeProvider(ctx context.Context, c *k8stest.Cluster) error {
 // overlay is the kustomization the tests apply: the bundle, its
 // coordinator image set to the one built, and the driver configuration
 // (images, the fake provider's Service as the model endpoint). The
-// installation keeps the seeds' activation order (OCE_CREDENTIAL_CHECK=seed):
-// only the runtime's own startup check judges a key, so a bad key is held
-// in a real Pod (the before-cutover check is the local suites' business).
+// activation order is the bundle's default (before-cutover): the tests
+// exercise the installation operators get; a key only a model turn refuses
+// is what reaches a held Pod.
 func (in *install) overlay() (string, error) {
 	root, err := k8stest.RepoRoot()
 	if err != nil {
@@ -292,7 +292,6 @@ patches:
         OCE_HARNESS_IMAGE: %q
         OCE_MODEL_PROVIDER_BASE_URL_OPENAI: %q
         OCE_MODEL_PROVIDER_BASE_URL_ANTHROPIC: %q
-        OCE_CREDENTIAL_CHECK: seed
 `, base, name, tag, SystemNS, in.images[imagestest.Gateway].Ref, in.images[imagestest.Harness].Ref, ProviderURL, ProviderURL)
 	return in.dir, os.WriteFile(filepath.Join(in.dir, "kustomization.yaml"), []byte(k), 0o600)
 }
