@@ -39,7 +39,7 @@ func (s *server) agentFor(r *http.Request, act iam.Action) (state.Namespace, sta
 	if err != nil {
 		return ns, a, err
 	}
-	return ns, a, s.allow(r, act, s.agentRes(ns, a), ns.ID)
+	return ns, a, s.authorize(r, act, s.agentRes(ns, a), onAgent(ns, a), nil, false)
 }
 
 func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
