@@ -150,6 +150,12 @@ func (s *server) updateAgent(w http.ResponseWriter, r *http.Request) error {
 		}
 		cmd.ConfigurationID = &cfg.ID
 	}
+	// Authorized on the Agent as it is (agentFor) and as the update would
+	// make it: a Restriction on the requested attributes (say, no dedicated
+	// mode) is not bypassed by updating an Agent into them.
+	if err := s.authorize(r, iam.UpdateAgent, s.agentRes(ns, cmd.Applied(a)), onAgent(ns, a), nil, false); err != nil {
+		return err
+	}
 	if a.Deleting {
 		return conflict("agent %q is being deleted", a.Name)
 	}
