@@ -32,6 +32,19 @@ forbid (principal, action == Action::"DeployAgent", resource in Namespace::"team
 when { context.harness == "codex" && context.mode == "dedicated" };`
 	e.expect(201, "PUT", "/v1/restrictions/no-team-codex", map[string]any{"policy": policy})
 
+	// what the caller may do says so before the deploy is tried, with the
+	// same decision (the admitted facts), and records nothing
+	n := len(e.b.M.Audit(0, 0))
+	deploy := func(ns, agent string) map[string]any {
+		acc := e.expect(200, "GET", "/v1/namespaces/"+ns+"/agents/"+agent+"/access", nil)
+		return acc["actions"].(map[string]any)["DeployAgent"].(map[string]any)
+	}
+	require.Equal(t, false, deploy("team", "coder")["allowed"])
+	require.Equal(t, []any{"restriction:no-team-codex:0"}, deploy("team", "coder")["reasons"])
+	require.Equal(t, true, deploy("team", "chat")["allowed"])
+	require.Equal(t, true, deploy("lab", "coder")["allowed"])
+	require.Len(t, e.b.M.Audit(0, 0), n, "asking is not an attempt")
+
 	r := e.do("POST", "/v1/namespaces/team/agents/coder/deploy", nil)
 	require.Equal(t, 403, r.status, string(r.body))
 	det := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
@@ -52,6 +65,7 @@ when { context.harness == "codex" && context.mode == "dedicated" };`
 
 	// Removing the Restriction lifts it.
 	e.expect(200, "DELETE", "/v1/restrictions/no-team-codex", nil)
+	require.Equal(t, true, deploy("team", "coder")["allowed"])
 	e.expect(202, "POST", "/v1/namespaces/team/agents/coder/deploy", nil)
 }
 
