@@ -178,7 +178,7 @@ func unavailableText(err error) string {
 // marked unsaved, and says what to do.
 func (c *Console) saveFile(w http.ResponseWriter, r *http.Request, s *session) error {
 	ns, name, doc := r.PathValue("ns"), r.PathValue("agent"), r.PathValue("name")
-	if !c.can(r.Context(), s, ActionWriteFiles, Resource{Namespace: ns, Agent: name}) {
+	if c.refuses(r.Context(), s, ActionWriteFiles, Resource{Namespace: ns, Agent: name}) {
 		return forbidden("edit the workspace of agent " + name)
 	}
 	content := strings.ReplaceAll(r.PostForm.Get("content"), "\r\n", "\n") // browsers send CRLF
