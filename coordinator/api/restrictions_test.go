@@ -16,12 +16,7 @@ import (
 // and answers 403 naming the policy, with a denied audit record.
 func TestRestrictionBlocksOnlyWhatItNames(t *testing.T) {
 	e := newEnv(t)
-	for _, ns := range []string{"team", "lab"} {
-		e.expect(201, "POST", "/v1/namespaces", map[string]any{"name": ns})
-		e.expect(201, "POST", "/v1/namespaces/"+ns+"/configurations",
-			map[string]any{"name": "codex", "document": json.RawMessage(admission.ExampleDedicatedCodex)})
-		e.expect(201, "POST", "/v1/namespaces/"+ns+"/configurations",
-			map[string]any{"name": "claw", "document": json.RawMessage(admission.ExampleEmbeddedAnthropic)})
+	for _, ns := range codexAndClaw(e) {
 		e.expect(201, "POST", "/v1/namespaces/"+ns+"/agents", map[string]any{"name": "coder", "configuration": "codex",
 			"executionMode": "dedicated", "harnessAuth": map[string]any{"method": "api_key", "sourceRef": "secret://" + ns + "/openai#key"}})
 		e.expect(201, "POST", "/v1/namespaces/"+ns+"/agents", map[string]any{"name": "chat", "configuration": "claw",
@@ -91,6 +86,22 @@ func TestRestrictionValidation(t *testing.T) {
 	require.Len(t, e.expect(200, "GET", "/v1/restrictions", nil)["items"], 1)
 }
 
+// codexAndClaw creates Namespaces team and lab, each with Configurations
+// codex (dedicated Codex) and claw (embedded OpenClaw), and returns their
+// names.
+func codexAndClaw(e *env) []string {
+	e.t.Helper()
+	nss := []string{"team", "lab"}
+	for _, ns := range nss {
+		e.expect(201, "POST", "/v1/namespaces", map[string]any{"name": ns})
+		e.expect(201, "POST", "/v1/namespaces/"+ns+"/configurations",
+			map[string]any{"name": "codex", "document": json.RawMessage(admission.ExampleDedicatedCodex)})
+		e.expect(201, "POST", "/v1/namespaces/"+ns+"/configurations",
+			map[string]any{"name": "claw", "document": json.RawMessage(admission.ExampleEmbeddedAnthropic)})
+	}
+	return nss
+}
+
 func agentID(t *testing.T, e *env, ns, name string) string {
 	t.Helper()
 	return e.expect(200, "GET", "/v1/namespaces/"+ns+"/agents/"+name, nil)["id"].(string)
@@ -103,12 +114,7 @@ func agentID(t *testing.T, e *env, ns, name string) string {
 // appends one denied record.
 func TestRestrictionOnUpdateReadsBothAgents(t *testing.T) {
 	e := newEnv(t)
-	for _, ns := range []string{"team", "lab"} {
-		e.expect(201, "POST", "/v1/namespaces", map[string]any{"name": ns})
-		e.expect(201, "POST", "/v1/namespaces/"+ns+"/configurations",
-			map[string]any{"name": "codex", "document": json.RawMessage(admission.ExampleDedicatedCodex)})
-		e.expect(201, "POST", "/v1/namespaces/"+ns+"/configurations",
-			map[string]any{"name": "claw", "document": json.RawMessage(admission.ExampleEmbeddedAnthropic)})
+	for _, ns := range codexAndClaw(e) {
 		e.expect(201, "POST", "/v1/namespaces/"+ns+"/agents", map[string]any{"name": "chat", "configuration": "claw"})
 	}
 	// created before the Restriction
