@@ -65,7 +65,7 @@ func (s *server) registerRoutes() {
 	s.read("GET "+agent+"/work", s.agentWork)
 	s.read("GET "+agent+"/endpoints", s.endpoints)
 	s.readWith("GET "+agent+"/logs", s.logs, readOpts{streamed: true}) // followed: written as it grows
-	s.consoleRoutes(ns, agent) // workspace documents and overviews (workspace.go, overview.go)
+	s.consoleRoutes(ns, agent)                                         // workspace documents and overviews (workspace.go, overview.go)
 
 	s.read("GET /v1/work", s.listWork)
 	s.read("GET /v1/work/{id}", s.getWork)

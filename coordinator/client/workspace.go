@@ -45,7 +45,6 @@ func (c *Client) AgentOverview(ctx context.Context, ns, agent string) (wire.Agen
 	return out, err
 }
 
-
 // NamespaceAccess is what the caller may create in Namespace ns.
 func (c *Client) NamespaceAccess(ctx context.Context, ns string) (wire.Access, error) {
 	var out wire.Access

@@ -572,3 +572,32 @@ func TestPagesOfferWhatTheIAMDriverAllows(t *testing.T) {
 	p = d.post(agent+"/deploy", url.Values{"csrf": {csrf}})
 	require.Equal(t, http.StatusSeeOther, p.status, p.body)
 }
+
+// TestEditorSaysWhenCodexReadsAgentsMD: for a dedicated Codex Agent the
+// AGENTS.md editor says an edit reaches new sessions (Codex reads it when
+// a thread starts); an embedded Agent's editor does not.
+func TestEditorSaysWhenCodexReadsAgentsMD(t *testing.T) {
+	f := newFixture(t, false)
+	doc, _ := json.Marshal(map[string]any{"name": "codex", "document": json.RawMessage(admission.ExampleDedicatedCodex)})
+	f.api("POST", "/v1/namespaces/team/configurations", string(doc))
+	f.api("POST", "/v1/namespaces/team/agents", `{"name":"coder","configuration":"codex","executionMode":"dedicated","harnessAuth":{"method":"api_key","credentialKind":"secret","sourceRef":"secret://team/k#key"}}`)
+	for _, a := range []string{"bot", "coder"} {
+		f.api("POST", "/v1/namespaces/team/agents/"+a+"/deploy", "")
+	}
+	ns, _ := f.b.M.NamespaceByName("team")
+	require.Eventually(t, func() bool {
+		for _, n := range []string{"bot", "coder"} {
+			if a, _ := f.b.M.AgentByName(ns.ID, n); a.ActiveRevisionID == "" {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond)
+	b := f.browser()
+	b.login(adminToken)
+	p := b.get("/console/ns/team/agents/coder/files?doc=AGENTS.md")
+	require.Equal(t, 200, p.status, p.body)
+	require.Contains(t, p.body, `id="codex-threads"`)
+	require.NotContains(t, b.get("/console/ns/team/agents/coder/files?doc=SOUL.md").body, `id="codex-threads"`)
+	require.NotContains(t, b.get("/console/ns/team/agents/bot/files?doc=AGENTS.md").body, `id="codex-threads"`)
+}
