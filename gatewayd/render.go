@@ -142,6 +142,13 @@ func Render(admitted []byte, in RenderInput) (Rendered, error) {
 		as["transport"] = "websocket"
 		as["url"] = in.AppServerURL
 		as["authToken"] = in.AppServerToken
+		// Codex runs in the Harness: the plugin maps the gateway's Agent
+		// workspace onto the Harness workspace, so threads start there and
+		// Codex finds the AGENTS.md the workspace editor writes (project-doc
+		// discovery from the thread's cwd), instead of a gateway-local path.
+		if root := strings.TrimRight(in.NodeWorkspace, "/"); root != "" {
+			as["remoteWorkspaceRoot"] = root
+		}
 	}
 
 	// selected plugins are enabled (plugin-install)

@@ -155,7 +155,8 @@ func TestRenderTopologies(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.JSON, &out))
 	entries := out["plugins"].(map[string]any)["entries"].(map[string]any)
 	as := entries["codex"].(map[string]any)["config"].(map[string]any)["appServer"].(map[string]any)
-	require.Equal(t, map[string]any{"transport": "websocket", "url": "ws://h:18790", "authToken": "tok"}, as)
+	require.Equal(t, map[string]any{"transport": "websocket", "url": "ws://h:18790", "authToken": "tok",
+		"remoteWorkspaceRoot": "/home/node/workspace"}, as, "Codex threads start in the Harness workspace")
 	require.Equal(t, true, entries["github"].(map[string]any)["enabled"])
 	ft := entries["file-transfer"].(map[string]any)["config"].(map[string]any)
 	require.Equal(t, float64(2), ft["policyVersion"])

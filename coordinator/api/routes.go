@@ -65,7 +65,7 @@ func (s *server) registerRoutes() {
 	s.read("GET "+agent+"/work", s.agentWork)
 	s.read("GET "+agent+"/endpoints", s.endpoints)
 	s.readWith("GET "+agent+"/logs", s.logs, readOpts{streamed: true}) // followed: written as it grows
-	s.consoleRoutes(ns, agent) // workspace documents and overviews (workspace.go, overview.go)
+	s.consoleRoutes(ns, agent)                                         // workspace documents and overviews (workspace.go, overview.go)
 
 	s.read("GET /v1/work", s.listWork)
 	s.read("GET /v1/work/{id}", s.getWork)
@@ -109,14 +109,6 @@ func (s *server) read(pattern string, h handlerFunc) {
 func (s *server) readWith(pattern string, h handlerFunc, o readOpts) {
 	s.register(pattern)
 	s.mux.Handle(pattern, s.authed(s.wrap(pattern, s.consistent(h, o))))
-}
-
-// call registers a route with an effect outside the replicated state (a
-// Gateway call) that any member serves. It runs exactly once: never under a
-// read mode, whose consistent rendering may run a handler twice.
-func (s *server) call(pattern string, h handlerFunc) {
-	s.register(pattern)
-	s.mux.Handle(pattern, s.authed(s.wrap(pattern, h)))
 }
 
 // write registers a state write: only the leader executes it, recording its
