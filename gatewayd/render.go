@@ -120,10 +120,16 @@ func Render(admitted []byte, in RenderInput) (Rendered, error) {
 		obj(obj(cfg, "agents"), "defaults")["workspace"] = in.Workspace
 	}
 
-	// workspace node: command allow-list and file-transfer path policy
-	if in.WorkspaceNodeID != "" {
+	// workspace node: the command allow-list from the start, so the surface
+	// the node's one-step enrollment approves already carries the file
+	// commands (the gateway withholds "dangerous" commands not allowed then,
+	// and a later expansion waits for an operator's approval); the
+	// file-transfer path policy once the node is pinned
+	if in.Topology == contract.DedicatedCodex || in.Topology == contract.DedicatedOpenClaw {
 		cmds := obj(obj(gw, "nodes"), "commands")
 		cmds["allow"] = mergeStrings(cmds["allow"], NodeCommands)
+	}
+	if in.WorkspaceNodeID != "" {
 		root := strings.TrimRight(in.NodeWorkspace, "/")
 		ft := obj(obj(obj(cfg, "plugins"), "entries"), "file-transfer")
 		ftc := obj(ft, "config")

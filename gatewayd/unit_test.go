@@ -165,6 +165,25 @@ func TestRenderTopologies(t *testing.T) {
 	allow := out["gateway"].(map[string]any)["nodes"].(map[string]any)["commands"].(map[string]any)["allow"]
 	require.ElementsMatch(t, []any{"dir.list", "file.create", "file.fetch", "file.stat", "file.write", "workspace.memory", "workspace.skills"}, allow)
 
+	// before the node is pinned: the allow-list already (the enrollment's
+	// first surface carries the file commands), no per-node path policy
+	r, err = Render(admitted, RenderInput{Topology: contract.DedicatedCodex, Port: 1, Bind: "lan", AppServerURL: "ws://h:18790",
+		AppServerToken: "tok", NodeWorkspace: "/home/node/workspace"})
+	require.NoError(t, err)
+	out = nil
+	require.NoError(t, json.Unmarshal(r.JSON, &out))
+	allow = out["gateway"].(map[string]any)["nodes"].(map[string]any)["commands"].(map[string]any)["allow"]
+	require.ElementsMatch(t, []any{"dir.list", "file.create", "file.fetch", "file.stat", "file.write", "workspace.memory", "workspace.skills"}, allow)
+	entries = out["plugins"].(map[string]any)["entries"].(map[string]any)
+	require.NotContains(t, entries, "file-transfer", "no node, no path policy")
+
+	// embedded: no workspace node, no node commands
+	r, err = Render(admitted, RenderInput{Topology: contract.Embedded, Port: 1, Bind: "loopback"})
+	require.NoError(t, err)
+	out = nil
+	require.NoError(t, json.Unmarshal(r.JSON, &out))
+	require.NotContains(t, out["gateway"].(map[string]any), "nodes")
+
 	_, err = Render([]byte(`[1,2]`), RenderInput{})
 	require.ErrorIs(t, err, ErrAdmittedConfig)
 }
