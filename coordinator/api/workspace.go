@@ -115,7 +115,13 @@ func (s *server) callWorkspace(r *http.Request, a state.Agent, method, route str
 	case status == http.StatusUnauthorized:
 		s.log.Error("gateway refused the status token", "revision", rev.ID)
 	}
-	return rev, workspaceUnavailable("GATEWAY_UNAVAILABLE", "the Agent's workspace is unavailable now")
+	// The Gateway's own account (its message names the failed gateway or
+	// node call, never a path or content) says why to the operator.
+	msg := "the Agent's workspace is unavailable now"
+	if we.Message != "" {
+		msg += ": " + we.Message
+	}
+	return rev, workspaceUnavailable("GATEWAY_UNAVAILABLE", msg)
 }
 
 func (s *server) listFiles(w http.ResponseWriter, r *http.Request) error {
