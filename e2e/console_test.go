@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/internal/browser"
 	"oce.dev/oce/occ"
 )
@@ -39,10 +40,46 @@ func (e *env) console(t testing.TB) *consoleSession {
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	c := &consoleSession{t: t, b: b, base: "https://" + e.addr, shot: screenshotDir(t)}
-	c.do(chromedp.Navigate(c.base+"/console/"), chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), strings.TrimSpace(string(tok))),
-		chromedp.Submit(chromedp.ID("login-form")), chromedp.WaitVisible(chromedp.ID("namespaces")))
+	c.login(strings.TrimSpace(string(tok)))
 	return c
+}
+
+// login logs in with token (logging out of a current session first).
+func (c *consoleSession) login(token string) {
+	c.t.Helper()
+	c.do(chromedp.Navigate(c.base + "/console/"))
+	ctx, cancel := context.WithTimeout(c.b.Ctx, time.Minute)
+	in, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("logout") !== null`))
+	cancel()
+	require.NoError(c.t, err)
+	if in {
+		c.do(chromedp.Click(chromedp.ID("logout")))
+	}
+	c.do(chromedp.WaitVisible(chromedp.ID("token")), chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Submit(chromedp.ID("login-form")), chromedp.WaitVisible(chromedp.ID("namespaces")))
+}
+
+// js evaluates a JavaScript expression in the page (promises awaited).
+func js[T any](c *consoleSession, expr string) T {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(c.b.Ctx, time.Minute)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	require.NoError(c.t, err, expr)
+	return v
+}
+
+// userToken creates user name with role in the default Namespace and
+// mints its token.
+func (e *env) userToken(t testing.TB, name, role string) string {
+	t.Helper()
+	e.mustOcc(t, "user", "create", name)
+	e.mustOcc(t, "rolebinding", "create", "--role", role, "--user", name)
+	out := filepath.Join(e.root, name+".token")
+	e.mustOcc(t, "token", "create", "--user", name, "--out", out)
+	tok, err := os.ReadFile(out)
+	require.NoError(t, err)
+	return strings.TrimSpace(string(tok))
 }
 
 // screenshotDir is docs/console with OCE_UPDATE_SCREENSHOTS=1 (make
@@ -244,6 +281,32 @@ func TestConsole(t *testing.T) {
 		require.Contains(t, c.text("#log"), "AUTHENTICATION_FAILED", "the runtime's log lines through the driver")
 	}
 	step("bad key read in the Logs tab")
+
+	// a viewer (a user bound to the viewer role: the API's Cedar driver
+	// decides what the pages offer) sees no Deploy, Stop or Save; a forged
+	// POST carrying the session's own CSRF token gets the API's 403,
+	// deploys nothing and is audited as the viewer's denied deploy
+	c.login(e.userToken(t, "vera", "viewer"))
+	c.do(chromedp.Navigate(c.base+agentPage("web")), chromedp.WaitVisible(chromedp.ID("read-only")))
+	require.Equal(t, "user:vera", c.text("#user"))
+	require.True(t, js[bool](c, `document.getElementById("deploy") === null && document.getElementById("stop") === null`),
+		"no Deploy or Stop for a viewer")
+	revsBefore = len(e.revisions(t, "web"))
+	status = js[int](c, `fetch("`+agentPage("web")+`/deploy", {method: "POST", body: new URLSearchParams({csrf: `+
+		`document.querySelector("input[name=csrf]").value})}).then(r => r.status)`)
+	require.Equal(t, 403, status, "the API refuses the viewer's deploy")
+	require.Len(t, e.revisions(t, "web"), revsBefore, "the refused POST deployed nothing")
+	denied := 0
+	for _, r := range e.audit(t) {
+		if r.Actor == "user:vera" && r.Action == state.AuditDeploy && r.Outcome == state.OutcomeDenied {
+			denied++
+		}
+	}
+	require.Equal(t, 1, denied, "one denied deploy by vera in the audit trail")
+	c.do(chromedp.Navigate(c.base+agentPage("web")+"/files?doc=AGENTS.md"), chromedp.WaitVisible(chromedp.ID("content")))
+	require.True(t, js[bool](c, `document.getElementById("save") === null && document.getElementById("content").readOnly`),
+		"the viewer reads the documents, no Save")
+	step("viewer: no deploy, 403")
 
 	e.mustOcc(t, "agent", "delete", "web-bad")
 	e.mustOcc(t, "agent", "delete", "web")

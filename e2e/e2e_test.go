@@ -227,9 +227,7 @@ func TestDedicatedCodexTurn(t *testing.T) {
 
 	// The workspace documents go through the Gateway to the pinned node:
 	// written on the Harness claim, versions checked by the node, no copy on
-	// the Gateway. (Codex reads AGENTS.md when it starts a thread; the
-	// gateway's codex plugin kept this session's thread, so the next turn is
-	// not where to look for it.)
+	// the Gateway.
 	const marker = "OCE-ECHO-codex-agents"
 	doc := filepath.Join(e.root, "codex-agents.md")
 	require.NoError(t, os.WriteFile(doc, []byte("# Rules\nMention "+marker+".\n"), 0o600))
@@ -245,6 +243,17 @@ func TestDedicatedCodexTurn(t *testing.T) {
 	require.Contains(t, out, f.SHA256)
 	require.NoDirExists(t, filepath.Join(agentDir, "gateway-state", "workspace"), "the dedicated Gateway keeps no copy")
 	step("workspace through the node")
+
+	// Codex reads AGENTS.md from its thread's working directory when the
+	// thread starts — the Harness workspace (the plugin's
+	// remoteWorkspaceRoot) — and keeps that snapshot for the thread's life
+	// (docs/console.md): the next turn of a new session carries the edit,
+	// the running session's thread keeps what it started with.
+	require.NotContains(t, e.send(t, "codex-turn", "hello again in the first session"), "["+marker+"]",
+		"a running thread keeps the instructions it started with")
+	require.Contains(t, e.mustOcc(t, "agent", "send", "codex-turn", "hello in a new session", "--session", "after-edit",
+		"--timeout", "6m"), "["+marker+"]", "a new session's thread reads the edited AGENTS.md")
+	step("edit in a new session")
 
 	procs := e.agentProcs(t, a.ID)
 	e.mustOcc(t, "agent", "delete", "codex-turn")

@@ -120,10 +120,16 @@ func Render(admitted []byte, in RenderInput) (Rendered, error) {
 		obj(obj(cfg, "agents"), "defaults")["workspace"] = in.Workspace
 	}
 
-	// workspace node: command allow-list and file-transfer path policy
-	if in.WorkspaceNodeID != "" {
+	// workspace node: the command allow-list from the start, so the surface
+	// the node's one-step enrollment approves already carries the file
+	// commands (the gateway withholds "dangerous" commands not allowed then,
+	// and a later expansion waits for an operator's approval); the
+	// file-transfer path policy once the node is pinned
+	if in.Topology == contract.DedicatedCodex || in.Topology == contract.DedicatedOpenClaw {
 		cmds := obj(obj(gw, "nodes"), "commands")
 		cmds["allow"] = mergeStrings(cmds["allow"], NodeCommands)
+	}
+	if in.WorkspaceNodeID != "" {
 		root := strings.TrimRight(in.NodeWorkspace, "/")
 		ft := obj(obj(obj(cfg, "plugins"), "entries"), "file-transfer")
 		ftc := obj(ft, "config")
@@ -142,10 +148,10 @@ func Render(admitted []byte, in RenderInput) (Rendered, error) {
 		as["transport"] = "websocket"
 		as["url"] = in.AppServerURL
 		as["authToken"] = in.AppServerToken
-		// The app-server runs in the Harness: the plugin maps the agent's
-		// gateway-local workspace onto the Harness's, so Codex's tools run
-		// there (without it, on real Pods, every cwd named a gateway path
-		// the Harness does not have).
+		// Codex runs in the Harness: the plugin maps the gateway's Agent
+		// workspace onto the Harness workspace, so threads start there and
+		// Codex finds the AGENTS.md the workspace editor writes (project-doc
+		// discovery from the thread's cwd), instead of a gateway-local path.
 		if root := strings.TrimRight(in.NodeWorkspace, "/"); root != "" {
 			as["remoteWorkspaceRoot"] = root
 		}

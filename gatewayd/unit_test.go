@@ -156,7 +156,7 @@ func TestRenderTopologies(t *testing.T) {
 	entries := out["plugins"].(map[string]any)["entries"].(map[string]any)
 	as := entries["codex"].(map[string]any)["config"].(map[string]any)["appServer"].(map[string]any)
 	require.Equal(t, map[string]any{"transport": "websocket", "url": "ws://h:18790", "authToken": "tok",
-		"remoteWorkspaceRoot": "/home/node/workspace"}, as, "Codex's tools run in the Harness's workspace, not a gateway-local path")
+		"remoteWorkspaceRoot": "/home/node/workspace"}, as, "Codex threads start in the Harness workspace")
 	require.Equal(t, true, entries["github"].(map[string]any)["enabled"])
 	ft := entries["file-transfer"].(map[string]any)["config"].(map[string]any)
 	require.Equal(t, float64(2), ft["policyVersion"])
@@ -164,6 +164,25 @@ func TestRenderTopologies(t *testing.T) {
 	require.Equal(t, []any{"/home/node/workspace/**"}, node["allowReadPaths"])
 	allow := out["gateway"].(map[string]any)["nodes"].(map[string]any)["commands"].(map[string]any)["allow"]
 	require.ElementsMatch(t, []any{"dir.list", "file.create", "file.fetch", "file.stat", "file.write", "workspace.memory", "workspace.skills"}, allow)
+
+	// before the node is pinned: the allow-list already (the enrollment's
+	// first surface carries the file commands), no per-node path policy
+	r, err = Render(admitted, RenderInput{Topology: contract.DedicatedCodex, Port: 1, Bind: "lan", AppServerURL: "ws://h:18790",
+		AppServerToken: "tok", NodeWorkspace: "/home/node/workspace"})
+	require.NoError(t, err)
+	out = nil
+	require.NoError(t, json.Unmarshal(r.JSON, &out))
+	allow = out["gateway"].(map[string]any)["nodes"].(map[string]any)["commands"].(map[string]any)["allow"]
+	require.ElementsMatch(t, []any{"dir.list", "file.create", "file.fetch", "file.stat", "file.write", "workspace.memory", "workspace.skills"}, allow)
+	entries = out["plugins"].(map[string]any)["entries"].(map[string]any)
+	require.NotContains(t, entries, "file-transfer", "no node, no path policy")
+
+	// embedded: no workspace node, no node commands
+	r, err = Render(admitted, RenderInput{Topology: contract.Embedded, Port: 1, Bind: "loopback"})
+	require.NoError(t, err)
+	out = nil
+	require.NoError(t, json.Unmarshal(r.JSON, &out))
+	require.NotContains(t, out["gateway"].(map[string]any), "nodes")
 
 	_, err = Render([]byte(`[1,2]`), RenderInput{})
 	require.ErrorIs(t, err, ErrAdmittedConfig)

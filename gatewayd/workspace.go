@@ -164,8 +164,20 @@ func (n nodeWorkspace) invoke(ctx context.Context, c rpc, command string, params
 	}
 	params["path"] = path.Join(n.root, params["path"].(string))
 	params["followSymlinks"] = false
-	raw, err := c.RequestRaw(ctx, "node.invoke", map[string]any{"nodeId": n.nodeID, "command": command,
-		"params": params, "timeoutMs": workspaceInvokeTimeoutMs, "idempotencyKey": "oce-ws-" + randomKey()})
+	call := func() (json.RawMessage, error) {
+		return c.RequestRaw(ctx, "node.invoke", map[string]any{"nodeId": n.nodeID, "command": command,
+			"params": params, "timeoutMs": workspaceInvokeTimeoutMs, "idempotencyKey": "oce-ws-" + randomKey()})
+	}
+	raw, err := call()
+	if err != nil && surfacePending(err) {
+		// the pinned node declared more than its enrollment approved:
+		// approve it if it is oce's surface, then try once more
+		if ok, aerr := approvePinnedSurface(ctx, c, n.nodeID); aerr != nil {
+			return nil, unavailable("node surface approval: %v", aerr)
+		} else if ok {
+			raw, err = call()
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +33,9 @@ type fakeGateway struct {
 	params  []map[string]any
 	down    bool // every call fails as a dropped connection
 	nodeOff bool // node.invoke answers the gateway's "node not connected"
+	// pending is a node surface request awaiting approval: node.invoke is
+	// refused as the real gateway refuses it until node.pair.approve
+	pending []ocproto.PendingNode
 	done    chan struct{}
 }
 
@@ -76,7 +80,21 @@ func (f *fakeGateway) RequestRaw(_ context.Context, method string, params any) (
 		}
 		f.files[name] = p["content"].(string)
 		return json.Marshal(map[string]any{"ok": true, "file": map[string]any{"hash": sum(f.files[name]), "updatedAtMs": 9}})
+	case "node.pair.list":
+		return json.Marshal(ocproto.NodePairList{Pending: f.pending})
+	case "node.pair.approve":
+		for i, pn := range f.pending {
+			if pn.RequestID == p["requestId"] {
+				f.pending = slices.Delete(f.pending, i, i+1)
+				return json.Marshal(map[string]any{"ok": true})
+			}
+		}
+		return nil, &ocproto.Error{Method: method, Code: "INVALID_REQUEST", Message: "unknown requestId"}
 	case "node.invoke":
+		if slices.ContainsFunc(f.pending, func(pn ocproto.PendingNode) bool { return pn.NodeID == p["nodeId"] }) {
+			return nil, &ocproto.Error{Method: method, Code: "INVALID_REQUEST", Message: "node command not allowed: " +
+				"the node's declared command surface is pending approval; run `openclaw nodes pending`"}
+		}
 		if f.nodeOff {
 			return nil, &ocproto.Error{Method: method, Code: "UNAVAILABLE", Message: "node not connected"}
 		}
@@ -287,5 +305,46 @@ func TestNodeInvokeParamsAreTheNodesShape(t *testing.T) {
 	for k := range np {
 		require.Contains(t, []string{"path", "contentBase64", "expectedSha256", "followSymlinks"}, k,
 			"only fields the node's closed params accept")
+	}
+}
+
+// TestPinnedSurfaceApproval: a pinned node whose declared surface grew
+// since its enrollment (a newer nodehost) is approved when everything it
+// declares is oce's, and the write goes through; a surface declaring a
+// command oce's nodehost never serves is left for a person.
+func TestPinnedSurfaceApproval(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		commands []string
+		want     int
+		approved bool
+	}{
+		{"oce surface", []string{"file.write", "file.fetch", "dir.list", "system.run"}, http.StatusOK, true},
+		{"foreign command", []string{"file.write", "camera.snap"}, http.StatusServiceUnavailable, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fg := newFakeGateway()
+			fg.pending = []ocproto.PendingNode{{RequestID: "other", NodeID: "someone-else", Commands: []string{"x.y"}},
+				{RequestID: "req-1", NodeID: "dev1", Commands: tc.commands}}
+			srv := workspaceServer(t, contract.DedicatedCodex, "dev1", fg)
+			var out contract.WorkspaceFile
+			code := wsCall(t, srv, http.MethodPut, contract.WorkspaceFileRoute("AGENTS.md"),
+				contract.WorkspaceWrite{Content: "# new\n", Force: true}, &out)
+			require.Equal(t, tc.want, code)
+			fg.mu.Lock()
+			defer fg.mu.Unlock()
+			require.Equal(t, tc.approved, slices.Contains(fg.calls, "node.pair.approve"))
+			ids := []string{}
+			for _, p := range fg.pending {
+				ids = append(ids, p.RequestID)
+			}
+			if tc.approved {
+				require.Equal(t, "# new\n", fg.files["AGENTS.md"])
+				require.Equal(t, []string{"other"}, ids, "only the pinned node's request is approved")
+			} else {
+				require.Equal(t, "# agents\n", fg.files["AGENTS.md"], "nothing written")
+				require.Equal(t, []string{"other", "req-1"}, ids)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package nodehost
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"oce.dev/oce/shared/backoff"
 	"oce.dev/oce/shared/ocproto"
 )
 
@@ -186,7 +188,8 @@ func (h *Host) Run(ctx context.Context) error {
 	go func() {
 		_ = h.watchMemory(memCtx, h.sendMemoryEvent)
 	}()
-	bo := ocproto.Backoff{Min: h.cfg.BackoffMin, Max: h.cfg.BackoffMax}
+	bo := backoff.Sequence{Policy: backoff.Policy{Base: cmp.Or(h.cfg.BackoffMin, ocproto.ReconnectMin),
+		Max: cmp.Or(h.cfg.BackoffMax, ocproto.ReconnectMax)}}
 	for {
 		creds := ocproto.Credentials{StoredDeviceToken: token}
 		if token == "" && code != nil {

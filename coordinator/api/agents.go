@@ -39,7 +39,7 @@ func (s *server) agentFor(r *http.Request, act iam.Action) (state.Namespace, sta
 	if err != nil {
 		return ns, a, err
 	}
-	return ns, a, s.allow(r, act, s.agentRes(ns, a), ns.ID)
+	return ns, a, s.authorize(r, act, s.agentRes(ns, a), onAgent(ns, a), nil, false)
 }
 
 func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
@@ -149,6 +149,12 @@ func (s *server) updateAgent(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		cmd.ConfigurationID = &cfg.ID
+	}
+	// Authorized on the Agent as it is (agentFor) and as the update would
+	// make it: a Restriction on the requested attributes (say, no dedicated
+	// mode) is not bypassed by updating an Agent into them.
+	if err := s.authorize(r, iam.UpdateAgent, s.agentRes(ns, cmd.Applied(a)), onAgent(ns, a), nil, false); err != nil {
+		return err
 	}
 	if a.Deleting {
 		return conflict("agent %q is being deleted", a.Name)

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 
@@ -133,14 +134,30 @@ func (s *server) can(r *http.Request, act iam.Action, res iam.Resource) bool {
 	return err == nil && d.Allowed
 }
 
+// auditAt is where the audit record of a request belongs: its Namespace's
+// id and, for an action on an Agent, the Agent's (whose audit trail in the
+// console shows the record). A route whose writes are recorded under their
+// own audit action (a workspace document write authorizes UpdateAgent) names
+// it in as, with details every record of it carries.
+type auditAt struct {
+	ns, agent string
+	as        string
+	details   map[string]string
+}
+
+// onAgent is where the records of an action on Agent a in ns belong.
+func onAgent(ns state.Namespace, a state.Agent) auditAt { return auditAt{ns: ns.ID, agent: a.ID} }
+
 // allow authorizes act on res for the caller, or returns the 403 (and, for
 // a write, appends the denial's audit record). nsID names the Namespace the
 // resource is in, when it exists, for the audit record.
 func (s *server) allow(r *http.Request, act iam.Action, res iam.Resource, nsID string) error {
-	return s.allowWith(r, act, res, nsID, nil, false)
+	return s.authorize(r, act, res, auditAt{ns: nsID}, nil, false)
 }
 
-func (s *server) allowWith(r *http.Request, act iam.Action, res iam.Resource, nsID string, c map[string]any, rolesOnly bool) error {
+// authorize is allow with the audit record's place, the request's context
+// facts and, with rolesOnly, the built-in roles alone.
+func (s *server) authorize(r *http.Request, act iam.Action, res iam.Resource, at auditAt, c map[string]any, rolesOnly bool) error {
 	d, err := s.decide(r.Context(), principal(r), act, res, c, rolesOnly)
 	if err != nil {
 		return err
@@ -148,12 +165,12 @@ func (s *server) allowWith(r *http.Request, act iam.Action, res iam.Resource, ns
 	if d.Allowed {
 		return nil
 	}
-	s.auditDenial(r, act, res, nsID, d.Reasons)
+	s.auditDenial(r, act, res, at, d.Reasons)
 	return forbidden(act, res, d.Reasons)
 }
 
 // auditDenial appends the record of a denied write.
-func (s *server) auditDenial(r *http.Request, act iam.Action, res iam.Resource, nsID string, reasons []string) {
+func (s *server) auditDenial(r *http.Request, act iam.Action, res iam.Resource, at auditAt, reasons []string) {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return
 	}
@@ -166,8 +183,12 @@ func (s *server) auditDenial(r *http.Request, act iam.Action, res iam.Resource, 
 	if len(reasons) > 0 {
 		details["policies"] = truncate(strings.Join(reasons, ", "), 512)
 	}
+	if at.as != "" {
+		action = at.as
+		maps.Copy(details, at.details)
+	}
 	if _, err := s.propose(r, state.CmdRecordAudit, state.RecordAudit{Action: action, Resource: res.String(),
-		NamespaceID: nsID, Outcome: state.OutcomeDenied, Details: details}); err != nil {
+		NamespaceID: at.ns, AgentID: at.agent, Outcome: state.OutcomeDenied, Details: details}); err != nil {
 		s.log.Warn("denial audit failed", "action", string(act), "error", err.Error())
 	}
 }
@@ -215,7 +236,7 @@ func (s *server) visible(r *http.Request, ref string) (state.Namespace, error) {
 	if !s.can(r, iam.ViewNamespace, iam.NamespaceRes(name)) {
 		act := routeActions[routeOf(r)]
 		res := pathResource(r)
-		s.auditDenial(r, act, res, ns.ID, nil)
+		s.auditDenial(r, act, res, auditAt{ns: ns.ID}, nil)
 		return state.Namespace{}, forbidden(act, res, nil)
 	}
 	return ns, err

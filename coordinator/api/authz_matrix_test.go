@@ -19,6 +19,7 @@ import (
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/api"
 	"oce.dev/oce/coordinator/api/apitest"
+	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/authn"
 	"oce.dev/oce/coordinator/authn/oidctest"
 	"oce.dev/oce/coordinator/state"
@@ -66,6 +67,10 @@ type matrixRow struct {
 	except map[string]int
 	// check, when set, inspects a successful answer (filtered lists).
 	check func(t *testing.T, caller string, body []byte)
+	// attempts marks a route that audits every attempt of an identified
+	// caller (a workspace document write): a refusal after authorization
+	// appends one failure record, nothing else.
+	attempts bool
 }
 
 var everyone = []string{viewer, deployer, otherAdmin, clusterAdmin}
@@ -118,9 +123,30 @@ func matrixRows() map[string]matrixRow {
 		"GET /v1/namespaces/{ns}/agents/{agent}/files/{name}":    {path: agent + "/files/AGENTS.md", allowed: teamReaders, ok: 503},
 		"GET /v1/namespaces/{ns}/agents/{agent}/files/{path...}": {path: agent + "/files/a/b", allowed: teamReaders, ok: 400},
 		"PUT /v1/namespaces/{ns}/agents/{agent}/files/{name}": {path: agent + "/files/AGENTS.md", allowed: ca,
-			ok: 503, body: obj(`{"content":"x","force":true}`)},
+			ok: 503, body: obj(`{"content":"x","force":true}`), attempts: true},
 		"PUT /v1/namespaces/{ns}/agents/{agent}/files/{path...}": {path: agent + "/files/a/b", allowed: ca,
-			ok: 400, body: obj(`{"content":"x","force":true}`)},
+			ok: 400, body: obj(`{"content":"x","force":true}`), attempts: true},
+		// What the caller may do: decided as the requests themselves are.
+		"GET /v1/namespaces/{ns}/access": {path: ns + "/access", allowed: teamReaders, ok: 200,
+			check: func(t *testing.T, caller string, body []byte) {
+				acc := access(t, body)
+				require.Equal(t, `Namespace::"team"`, acc.Resource)
+				require.Equal(t, caller == clusterAdmin, acc.Allowed("CreateAgent"), "CreateAgent for %s", caller)
+				require.Equal(t, caller == clusterAdmin, acc.Allowed("CreateConfiguration"), "CreateConfiguration for %s", caller)
+			}},
+		"GET /v1/namespaces/{ns}/agents/{agent}/access": {path: agent + "/access", allowed: teamReaders, ok: 200,
+			check: func(t *testing.T, caller string, body []byte) {
+				acc := access(t, body)
+				require.Equal(t, `Agent::"team/bot"`, acc.Resource)
+				operate, administer := caller != viewer, caller == clusterAdmin
+				require.Equal(t, operate, acc.Allowed("DeployAgent"), "DeployAgent for %s", caller)
+				require.Equal(t, operate, acc.Allowed("StopAgent"), "StopAgent for %s", caller)
+				require.Equal(t, administer, acc.Allowed("UpdateAgent"), "UpdateAgent for %s", caller)
+				require.Equal(t, administer, acc.Allowed("DeleteAgent"), "DeleteAgent for %s", caller)
+				if caller == viewer {
+					require.Contains(t, acc.Actions["DeployAgent"].Reasons, "no role grants DeployAgent")
+				}
+			}},
 		// The memory driver reports no endpoints: 404 to those who may ask.
 		"GET /v1/namespaces/{ns}/agents/{agent}/endpoints": {path: agent + "/endpoints", allowed: teamReaders, ok: 404},
 		// A relayed turn is an operator's act (viewers may not talk to the
@@ -401,6 +427,15 @@ func TestAuthorizationMatrix(t *testing.T) {
 				}
 				require.Equal(t, before, f.b.M.DigestWithoutAudit(), "a refused request changed the state")
 				au := f.b.M.Audit(0, 0)
+				if row.attempts && authenticated[caller] && status != http.StatusForbidden {
+					require.Len(t, au, auditLen+1, "a refused attempt appends one audit record")
+					rec := au[len(au)-1]
+					require.Equal(t, state.OutcomeFailure, rec.Outcome)
+					require.Equal(t, "user:carl", rec.Actor)
+					require.Equal(t, `Agent::"team/bot"`, rec.Resource)
+					require.Equal(t, "agent-team", rec.AgentID)
+					return
+				}
 				if status == http.StatusForbidden && method != http.MethodGet {
 					// A denied write: exactly one audit record, with the actor,
 					// the action, the resource and the outcome.
@@ -426,6 +461,13 @@ func TestAuthorizationMatrix(t *testing.T) {
 			})
 		}
 	}
+}
+
+func access(t *testing.T, body []byte) wire.Access {
+	t.Helper()
+	var acc wire.Access
+	require.NoError(t, json.Unmarshal(body, &acc))
+	return acc
 }
 
 func contains(list []string, s string) bool {

@@ -27,30 +27,44 @@ func (s *server) deployAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	rev, err := s.admitDeploy(r, ns, a, req.LogLevel)
+	if err != nil {
+		return err
+	}
+	return s.commit(w, r, http.StatusAccepted, state.CmdAdmitRevision, state.AdmitRevision{Revision: rev, WorkID: newID(),
+		MaxAttempts: s.cfg.MaxAttempts, ActorGroups: principal(r).ExternalGroups()})
+}
+
+// admitDeploy is the deploy's decision without its effect: it authorizes
+// the deploy of a and its references, admits the revision and enforces the
+// Restrictions on the admitted facts, and returns the revision to freeze.
+// GET …/access asks it too, so a page offers Deploy exactly when the API
+// would accept it.
+func (s *server) admitDeploy(r *http.Request, ns state.Namespace, a state.Agent, logLevel string) (state.Revision, error) {
 	agentRes := s.agentRes(ns, a)
 	// The permission first, before admission can tell the caller anything;
 	// the Restrictions once the admitted facts are known.
-	if err := s.allowWith(r, iam.DeployAgent, agentRes, ns.ID, nil, true); err != nil {
-		return err
+	if err := s.authorize(r, iam.DeployAgent, agentRes, onAgent(ns, a), nil, true); err != nil {
+		return state.Revision{}, err
 	}
 	if err := s.allowReferences(r, ns, a); err != nil {
-		return err
+		return state.Revision{}, err
 	}
 	if a.Deleting {
-		return conflict("agent %q is being deleted", a.Name)
+		return state.Revision{}, conflict("agent %q is being deleted", a.Name)
 	}
 	m := s.b.Machine()
 	cfg, ok := m.Configuration(a.ConfigurationID)
 	if !ok || cfg.NamespaceID != ns.ID {
-		return notFound("configuration %q of agent %q not found", a.ConfigurationID, a.Name)
+		return state.Revision{}, notFound("configuration %q of agent %q not found", a.ConfigurationID, a.Name)
 	}
 	computeID, err := s.computeID(a)
 	if err != nil {
-		return err
+		return state.Revision{}, err
 	}
-	out, err := admission.Admit(s.admissionInput(a, cfg, m.Installation(), req.LogLevel))
+	out, err := admission.Admit(s.admissionInput(a, cfg, m.Installation(), logLevel))
 	if err != nil {
-		return err
+		return state.Revision{}, err
 	}
 	rev := state.Revision{
 		ID: newID(), AgentID: a.ID, NamespaceID: ns.ID, Document: out.Document,
@@ -59,11 +73,10 @@ func (s *server) deployAgent(w http.ResponseWriter, r *http.Request) error {
 		HarnessAuth: a.HarnessAuth, Plugins: a.Plugins, Status: state.RevisionPending,
 		CreatedAt: time.Now().UTC(), ServicePrincipalID: a.ServicePrincipalID,
 	}
-	if err := s.allowWith(r, iam.DeployAgent, agentRes, ns.ID, iam.DeployContext(rev, out), false); err != nil {
-		return err
+	if err := s.authorize(r, iam.DeployAgent, agentRes, onAgent(ns, a), iam.DeployContext(rev, out), false); err != nil {
+		return state.Revision{}, err
 	}
-	return s.commit(w, r, http.StatusAccepted, state.CmdAdmitRevision, state.AdmitRevision{Revision: rev, WorkID: newID(),
-		MaxAttempts: s.cfg.MaxAttempts, ActorGroups: principal(r).ExternalGroups()})
+	return rev, nil
 }
 
 // allowReferences authorizes the Agent's separately protected references:
@@ -75,12 +88,12 @@ func (s *server) allowReferences(r *http.Request, ns state.Namespace, a state.Ag
 		if !ok || sp.NamespaceID != ns.ID {
 			return conflict("the service principal of agent %q is gone", a.Name)
 		}
-		if err := s.allow(r, iam.UseServicePrincipal, iam.ServicePrincipalResource(ns.Name, sp, a.Name), ns.ID); err != nil {
+		if err := s.authorize(r, iam.UseServicePrincipal, iam.ServicePrincipalResource(ns.Name, sp, a.Name), onAgent(ns, a), nil, false); err != nil {
 			return err
 		}
 	}
 	if res, ok := iam.CredentialSourceResource(ns.Name, a.HarnessAuth); ok {
-		if err := s.allow(r, iam.UseCredentialSource, res, ns.ID); err != nil {
+		if err := s.authorize(r, iam.UseCredentialSource, res, onAgent(ns, a), nil, false); err != nil {
 			return err
 		}
 	}

@@ -25,6 +25,9 @@ func init() {
 		// does: those who may update the Agent may
 		"PUT " + agent + "/files/{name}":    iam.UpdateAgent,
 		"PUT " + agent + "/files/{path...}": iam.UpdateAgent,
+		// what the caller may do (access.go)
+		"GET " + ns + "/access":    iam.ViewNamespace,
+		"GET " + agent + "/access": iam.ViewAgent,
 	} {
 		routeActions[route] = act
 	}
@@ -35,11 +38,12 @@ func init() {
 // in-flight work and the latest failure spelled out.
 
 // consoleRoutes registers the routes the console added to the API: the
-// overviews and the Agent's workspace documents.
+// overviews, the Agent's workspace documents and what the caller may do.
 func (s *server) consoleRoutes(ns, agent string) {
 	s.read("GET "+ns+"/overview", s.namespaceOverview)
 	s.read("GET "+agent+"/overview", s.agentOverview)
 	s.workspaceRoutes(agent)
+	s.accessRoutes(ns, agent)
 }
 
 // workIndex is the open (queued or claimed) work of every Agent, indexed

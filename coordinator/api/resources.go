@@ -73,16 +73,23 @@ func (s *server) listConfigurations(w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
-func (s *server) getConfiguration(w http.ResponseWriter, r *http.Request) error {
+// configurationFor is the request's Configuration, once the caller may act
+// on it.
+func (s *server) configurationFor(r *http.Request, act iam.Action) (state.Namespace, state.Configuration, error) {
 	ns, err := s.namespace(r)
 	if err != nil {
-		return err
+		return ns, state.Configuration{}, err
 	}
 	c, err := s.configurationRef(ns, r.PathValue("cfg"))
 	if err != nil {
-		return err
+		return ns, c, err
 	}
-	if err := s.allow(r, iam.ViewConfiguration, cfgRes(ns, c.Name), ns.ID); err != nil {
+	return ns, c, s.allow(r, act, cfgRes(ns, c.Name), ns.ID)
+}
+
+func (s *server) getConfiguration(w http.ResponseWriter, r *http.Request) error {
+	_, c, err := s.configurationFor(r, iam.ViewConfiguration)
+	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, wireConfiguration(c))
@@ -121,15 +128,8 @@ func (s *server) updateConfiguration(w http.ResponseWriter, r *http.Request) err
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
 	}
-	ns, err := s.namespace(r)
+	ns, c, err := s.configurationFor(r, iam.UpdateConfiguration)
 	if err != nil {
-		return err
-	}
-	c, err := s.configurationRef(ns, r.PathValue("cfg"))
-	if err != nil {
-		return err
-	}
-	if err := s.allow(r, iam.UpdateConfiguration, cfgRes(ns, c.Name), ns.ID); err != nil {
 		return err
 	}
 	if err := s.validConfiguration(req.Document); err != nil {
@@ -178,15 +178,8 @@ func (s *server) deleteNamespace(w http.ResponseWriter, r *http.Request) error {
 
 // deleteConfiguration removes a Configuration no Agent uses (409 otherwise).
 func (s *server) deleteConfiguration(w http.ResponseWriter, r *http.Request) error {
-	ns, err := s.namespace(r)
+	_, c, err := s.configurationFor(r, iam.UpdateConfiguration)
 	if err != nil {
-		return err
-	}
-	c, err := s.configurationRef(ns, r.PathValue("cfg"))
-	if err != nil {
-		return err
-	}
-	if err := s.allow(r, iam.UpdateConfiguration, cfgRes(ns, c.Name), ns.ID); err != nil {
 		return err
 	}
 	return s.commit(w, r, http.StatusOK, state.CmdDeleteConfiguration, state.DeleteConfiguration{ID: c.ID})

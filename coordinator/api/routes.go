@@ -112,14 +112,6 @@ func (s *server) readWith(pattern string, h handlerFunc, o readOpts) {
 	s.mux.Handle(pattern, s.authed(s.wrap(pattern, s.consistent(h, o))))
 }
 
-// call registers a route with an effect outside the replicated state (a
-// Gateway call) that any member serves. It runs exactly once: never under a
-// read mode, whose consistent rendering may run a handler twice.
-func (s *server) call(pattern string, h handlerFunc) {
-	s.register(pattern)
-	s.mux.Handle(pattern, s.authed(s.wrap(pattern, h)))
-}
-
 // write registers a state write: only the leader executes it, recording its
 // Idempotency-Key (idempotency.go).
 func (s *server) write(pattern string, h handlerFunc) {

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"unicode/utf8"
 
@@ -21,27 +22,36 @@ import (
 // Nothing is cached here: when the Gateway or its node cannot answer the
 // route says WORKSPACE_UNAVAILABLE, never an old copy. Bad input is refused
 // before any Gateway is called.
+//
+// A write is a mutation like any other: once the caller is identified,
+// every attempt appends one audit record (AuditWorkspaceWrite) with the
+// actor, the Agent, the document and the outcome — written, refused, or
+// denied. So writes run on the leader (a follower forwards them), where the
+// record is appended; they are not keyed, the write itself names the
+// version it replaces.
 
 // workspaceRoutes registers the document routes under the Agent path.
 func (s *server) workspaceRoutes(agent string) {
 	s.read("GET "+agent+"/files", s.listFiles)
 	s.read("GET "+agent+"/files/{name}", s.getFile)
-	// Served by whichever member is asked: the write is an effect on the
-	// Agent's runtime, not on the replicated state.
-	s.call("PUT "+agent+"/files/{name}", s.putFile)
+	s.leaderOnly("PUT "+agent+"/files/{name}", s.putFile)
 	// a path of several segments is not a document name
-	notName := func(w http.ResponseWriter, r *http.Request) error {
-		act := iam.ViewAgent
-		if r.Method == http.MethodPut {
-			act = iam.UpdateAgent
-		}
-		if _, _, err := s.agentFor(r, act); err != nil {
+	s.read("GET "+agent+"/files/{path...}", func(w http.ResponseWriter, r *http.Request) error {
+		if _, _, err := s.agentFor(r, iam.ViewAgent); err != nil {
 			return err
 		}
-		return docInvalid(contract.ReasonDocumentPath, "a document is named, never a path: "+docList())
-	}
-	s.read("GET "+agent+"/files/{path...}", notName)
-	s.call("PUT "+agent+"/files/{path...}", notName)
+		return notDocument()
+	})
+	s.leaderOnly("PUT "+agent+"/files/{path...}", func(w http.ResponseWriter, r *http.Request) error {
+		_, err := s.auditedWrite(r, r.PathValue("path"), func(state.Namespace, state.Agent) (contract.WorkspaceFile, string, error) {
+			return contract.WorkspaceFile{}, "", notDocument()
+		})
+		return err
+	})
+}
+
+func notDocument() error {
+	return docInvalid(contract.ReasonDocumentPath, "a document is named, never a path: "+docList())
 }
 
 func workspaceUnavailable(reason, msg string) *Error {
@@ -54,17 +64,9 @@ func docInvalid(reason, msg string) *Error {
 		Details: map[string]any{"reason": reason}}
 }
 
-// servingRevision is the Agent's active revision and a driver that can
-// call its Gateway.
-func (s *server) servingRevision(r *http.Request) (state.Revision, compute.GatewayCaller, error) {
-	act := iam.ViewAgent
-	if r.Method == http.MethodPut {
-		act = iam.UpdateAgent
-	}
-	_, a, err := s.agentFor(r, act)
-	if err != nil {
-		return state.Revision{}, nil, err
-	}
+// servingRevision is Agent a's active revision and a driver that can call
+// its Gateway.
+func (s *server) servingRevision(a state.Agent) (state.Revision, compute.GatewayCaller, error) {
 	gc, ok := s.b.Driver().(compute.GatewayCaller)
 	if !ok {
 		return state.Revision{}, nil, workspaceUnavailable("NO_GATEWAY_ACCESS",
@@ -81,10 +83,10 @@ func (s *server) servingRevision(r *http.Request) (state.Revision, compute.Gatew
 	return rev, gc, nil
 }
 
-// callWorkspace sends one workspace route to the serving Gateway and maps
-// its answer onto the API's closed codes; out receives a 200's body.
-func (s *server) callWorkspace(r *http.Request, method, route string, body []byte, out any) (state.Revision, error) {
-	rev, gc, err := s.servingRevision(r)
+// callWorkspace sends one workspace route to Agent a's serving Gateway and
+// maps its answer onto the API's closed codes; out receives a 200's body.
+func (s *server) callWorkspace(r *http.Request, a state.Agent, method, route string, body []byte, out any) (state.Revision, error) {
+	rev, gc, err := s.servingRevision(a)
 	if err != nil {
 		return rev, err
 	}
@@ -113,12 +115,22 @@ func (s *server) callWorkspace(r *http.Request, method, route string, body []byt
 	case status == http.StatusUnauthorized:
 		s.log.Error("gateway refused the status token", "revision", rev.ID)
 	}
-	return rev, workspaceUnavailable("GATEWAY_UNAVAILABLE", "the Agent's workspace is unavailable now")
+	// The Gateway's own account (its message names the failed gateway or
+	// node call, never a path or content) says why to the operator.
+	msg := "the Agent's workspace is unavailable now"
+	if we.Message != "" {
+		msg += ": " + we.Message
+	}
+	return rev, workspaceUnavailable("GATEWAY_UNAVAILABLE", msg)
 }
 
 func (s *server) listFiles(w http.ResponseWriter, r *http.Request) error {
+	_, a, err := s.agentFor(r, iam.ViewAgent)
+	if err != nil {
+		return err
+	}
 	var got contract.WorkspaceFiles
-	rev, err := s.callWorkspace(r, http.MethodGet, contract.RouteWorkspaceFiles, nil, &got)
+	rev, err := s.callWorkspace(r, a, http.MethodGet, contract.RouteWorkspaceFiles, nil, &got)
 	if err != nil {
 		return err
 	}
@@ -139,8 +151,12 @@ func (s *server) getFile(w http.ResponseWriter, r *http.Request) error {
 	if reason := contract.DocumentNameProblem(name); reason != "" {
 		return docInvalid(reason, "the workspace editor serves only "+docList())
 	}
+	_, a, err := s.agentFor(r, iam.ViewAgent)
+	if err != nil {
+		return err
+	}
 	var f contract.WorkspaceFile
-	rev, err := s.callWorkspace(r, http.MethodGet, contract.WorkspaceFileRoute(name), nil, &f)
+	rev, err := s.callWorkspace(r, a, http.MethodGet, contract.WorkspaceFileRoute(name), nil, &f)
 	if err != nil {
 		return err
 	}
@@ -150,38 +166,79 @@ func (s *server) getFile(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) putFile(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
-	if reason := contract.DocumentNameProblem(name); reason != "" {
-		return docInvalid(reason, "the workspace editor writes only "+docList())
-	}
-	// An escaped document is at most ~6× its size in JSON.
-	data, err := readBody(w, r, 6*contract.MaxDocumentBytes+4096)
+	f, err := s.auditedWrite(r, name, func(_ state.Namespace, a state.Agent) (contract.WorkspaceFile, string, error) {
+		if reason := contract.DocumentNameProblem(name); reason != "" {
+			return contract.WorkspaceFile{}, "", docInvalid(reason, "the workspace editor writes only "+docList())
+		}
+		// An escaped document is at most ~6× its size in JSON.
+		data, err := readBody(w, r, 6*contract.MaxDocumentBytes+4096)
+		if err != nil {
+			return contract.WorkspaceFile{}, "", err
+		}
+		// encoding/json would silently replace invalid UTF-8: refuse it first.
+		if !utf8.Valid(data) {
+			return contract.WorkspaceFile{}, "", docInvalid(contract.ReasonDocumentNotUTF8, "the document is not valid UTF-8 text")
+		}
+		var req wire.PutWorkspaceFile
+		if err := decodeStrict(data, &req); err != nil {
+			return contract.WorkspaceFile{}, "", err
+		}
+		if reason, msg := contract.DocumentProblem(name, []byte(req.Content)); reason != "" {
+			return contract.WorkspaceFile{}, "", docInvalid(reason, msg)
+		}
+		if !req.Force && req.Replaces == "" {
+			return contract.WorkspaceFile{}, "", docInvalid(contract.ReasonVersionRequired,
+				"name the version this write replaces (replaces: its sha256, or \""+contract.VersionAbsent+"\"), or force it")
+		}
+		body, _ := json.Marshal(contract.WorkspaceWrite{Content: req.Content, Replaces: req.Replaces, Force: req.Force})
+		var f contract.WorkspaceFile
+		rev, err := s.callWorkspace(r, a, http.MethodPut, contract.WorkspaceFileRoute(name), body, &f)
+		return f, rev.ID, err
+	})
 	if err != nil {
 		return err
 	}
-	// encoding/json would silently replace invalid UTF-8: refuse it first.
-	if !utf8.Valid(data) {
-		return docInvalid(contract.ReasonDocumentNotUTF8, "the document is not valid UTF-8 text")
-	}
-	var req wire.PutWorkspaceFile
-	if err := decodeStrict(data, &req); err != nil {
-		return err
-	}
-	if reason, msg := contract.DocumentProblem(name, []byte(req.Content)); reason != "" {
-		return docInvalid(reason, msg)
-	}
-	if !req.Force && req.Replaces == "" {
-		return docInvalid(contract.ReasonVersionRequired,
-			"name the version this write replaces (replaces: its sha256, or \""+contract.VersionAbsent+"\"), or force it")
-	}
-	body, _ := json.Marshal(contract.WorkspaceWrite{Content: req.Content, Replaces: req.Replaces, Force: req.Force})
-	var f contract.WorkspaceFile
-	rev, err := s.callWorkspace(r, http.MethodPut, contract.WorkspaceFileRoute(name), body, &f)
+	writeJSON(w, http.StatusOK, f)
+	return nil
+}
+
+// auditedWrite authorizes a write of document name on the request's Agent
+// (UpdateAgent: writing its documents changes what its next turn does),
+// runs write, and appends the attempt's one audit record: the version
+// written, or the refusal's code and reason; a denial is recorded by the
+// authorization itself.
+func (s *server) auditedWrite(r *http.Request, name string,
+	write func(state.Namespace, state.Agent) (contract.WorkspaceFile, string, error)) (wire.WorkspaceFile, error) {
+	ns, a, err := s.agent(r)
 	if err != nil {
-		return err
+		return wire.WorkspaceFile{}, err
+	}
+	at := onAgent(ns, a)
+	at.as, at.details = state.AuditWorkspaceWrite, map[string]string{"document": truncate(name, 64)}
+	res := s.agentRes(ns, a)
+	if err := s.authorize(r, iam.UpdateAgent, res, at, nil, false); err != nil {
+		return wire.WorkspaceFile{}, err
+	}
+	f, revID, err := write(ns, a)
+	rec := state.RecordAudit{Action: state.AuditWorkspaceWrite, Resource: res.String(), NamespaceID: ns.ID, AgentID: a.ID,
+		Outcome: state.OutcomeSuccess, Details: maps.Clone(at.details)}
+	if revID != "" {
+		rec.Details["revision"] = revID
+	}
+	if err != nil {
+		e := toError(err)
+		rec.Outcome, rec.Details["code"] = state.OutcomeFailure, string(e.Code)
+		if reason, _ := e.Details["reason"].(string); reason != "" {
+			rec.Details["reason"] = truncate(reason, 64)
+		}
+	} else {
+		rec.Details["sha256"] = f.SHA256
+	}
+	if _, perr := s.propose(r, state.CmdRecordAudit, rec); perr != nil {
+		s.log.Warn("workspace write audit failed", "agent", a.ID, "document", name, "error", perr.Error())
 	}
 	f.Content = ""
-	writeJSON(w, http.StatusOK, wireFile(f, rev.ID))
-	return nil
+	return wireFile(f, revID), err
 }
 
 func wireFile(f contract.WorkspaceFile, rev string) wire.WorkspaceFile {

@@ -13,6 +13,7 @@ import (
 
 	"oce.dev/oce/coordinator/api"
 	"oce.dev/oce/coordinator/compute/memory"
+	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
 	"oce.dev/oce/shared/contract"
 )
@@ -188,4 +189,94 @@ func (e *env) refuse(status int, code, method, path string, v any) map[string]an
 	require.Equal(e.t, status, r.status, "%s %s: %s", method, path, r.body)
 	require.Equal(e.t, code, r.errCode(e.t), "%s %s: %s", method, path, r.body)
 	return r.json(e.t)
+}
+
+// userToken creates user name bound to role in team and mints its token.
+func (e *env) userToken(name, role string) string {
+	e.t.Helper()
+	e.expect(201, "POST", "/v1/users", map[string]any{"name": name})
+	e.expect(201, "POST", "/v1/rolebindings", map[string]any{"role": role, "namespace": "team",
+		"subject": map[string]any{"kind": "user", "name": name}})
+	return e.expect(201, "POST", "/v1/tokens", map[string]any{"user": name})["token"].(string)
+}
+
+// TestWorkspaceWritesAreAudited: every write attempt of an identified
+// caller appends exactly one audit record with the actor, the Agent, the
+// document and the outcome — written (with the version), refused (with the
+// code and reason) or denied — and the Agent's audit trail shows them.
+func TestWorkspaceWritesAreAudited(t *testing.T) {
+	e, d, id := servingBot(t)
+	vera := e.userToken("vera", "viewer")
+	writes := func() []state.AuditRecord {
+		var out []state.AuditRecord
+		for _, r := range e.b.M.Audit(0, 0) {
+			if r.Action == state.AuditWorkspaceWrite {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	last := func(n int) state.AuditRecord {
+		t.Helper()
+		w := writes()
+		require.Len(t, w, n, "one record per write")
+		return w[n-1]
+	}
+
+	e.expect(200, "PUT", files+"/AGENTS.md", map[string]any{"content": "# v1\n", "replaces": contract.VersionAbsent})
+	rec := last(1)
+	require.Equal(t, state.OutcomeSuccess, rec.Outcome)
+	require.Equal(t, "bootstrap", rec.Actor)
+	require.Equal(t, `Agent::"team/bot"`, rec.Resource)
+	require.Equal(t, id, rec.AgentID)
+	require.Equal(t, "AGENTS.md", rec.Details["document"])
+	require.Equal(t, sha("# v1\n"), rec.Details["sha256"])
+	a, _ := e.b.M.Agent(id)
+	require.Equal(t, a.ActiveRevisionID, rec.Details["revision"])
+
+	e.refuse(409, "RESOURCE_CONFLICT", "PUT", files+"/SOUL.md", map[string]any{"content": "x", "replaces": sha("old")})
+	rec = last(2)
+	require.Equal(t, state.OutcomeFailure, rec.Outcome)
+	require.Equal(t, "SOUL.md", rec.Details["document"])
+	require.Equal(t, "RESOURCE_CONFLICT", rec.Details["code"])
+	require.Equal(t, "WORKSPACE_CONFLICT", rec.Details["reason"])
+
+	e.refuse(400, "INVALID_REQUEST", "PUT", files+"/AGENTS.md", map[string]any{"content": "x"})
+	rec = last(3)
+	require.Equal(t, state.OutcomeFailure, rec.Outcome)
+	require.Equal(t, contract.ReasonVersionRequired, rec.Details["reason"])
+
+	d.SetWorkspaceDown(id, true)
+	e.refuse(503, "WORKSPACE_UNAVAILABLE", "PUT", files+"/AGENTS.md", map[string]any{"content": "x", "force": true})
+	d.SetWorkspaceDown(id, false)
+	rec = last(4)
+	require.Equal(t, "WORKSPACE_UNAVAILABLE", rec.Details["code"])
+
+	// a viewer may not write: denied, recorded as a denied write of the
+	// document, nothing written
+	r := e.raw("PUT", files+"/AGENTS.md", strings.NewReader(`{"content":"mine","force":true}`), vera)
+	require.Equal(t, http.StatusForbidden, r.status, string(r.body))
+	rec = last(5)
+	require.Equal(t, state.OutcomeDenied, rec.Outcome)
+	require.Equal(t, "user:vera", rec.Actor)
+	require.Equal(t, "AGENTS.md", rec.Details["document"])
+	require.Equal(t, "UpdateAgent", rec.Details["action"])
+	require.Equal(t, id, rec.AgentID)
+	doc, _ := d.WorkspaceDocument(id, "AGENTS.md")
+	require.Equal(t, "# v1\n", doc)
+
+	// reads are not writes
+	e.expect(200, "GET", files+"/AGENTS.md", nil)
+	last(5)
+
+	// the Agent's audit trail (the console's) shows them, newest first
+	ov := e.expect(200, "GET", "/v1/namespaces/team/agents/bot/overview", nil)
+	var trail []string
+	for _, x := range ov["audit"].([]any) {
+		rec := x.(map[string]any)
+		if rec["action"] == state.AuditWorkspaceWrite {
+			trail = append(trail, rec["outcome"].(string))
+		}
+	}
+	require.Equal(t, []string{"denied", "failure", "failure", "failure", "success"}, trail)
 }

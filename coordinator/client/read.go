@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/shared/backoff"
 )
 
 // Header names of the API (docs/API.md); the api package defines the same.
@@ -37,14 +38,7 @@ type Retry struct {
 var DefaultRetry = Retry{Attempts: 10, Base: 25 * time.Millisecond, Max: 250 * time.Millisecond}
 
 func (r Retry) delay(attempt int) time.Duration {
-	d := r.Base
-	for range attempt {
-		d *= 2
-		if d >= r.Max {
-			return r.Max
-		}
-	}
-	return d
+	return backoff.Policy{Base: r.Base, Max: r.Max}.Delay(attempt)
 }
 
 // WithRetry replaces DefaultRetry; Attempts 0 sends every call once.

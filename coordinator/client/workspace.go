@@ -45,3 +45,17 @@ func (c *Client) AgentOverview(ctx context.Context, ns, agent string) (wire.Agen
 	return out, err
 }
 
+// NamespaceAccess is what the caller may create in Namespace ns.
+func (c *Client) NamespaceAccess(ctx context.Context, ns string) (wire.Access, error) {
+	var out wire.Access
+	err := c.do(ctx, http.MethodGet, nsPath(ns)+"/access", nil, nil, &out)
+	return out, err
+}
+
+// AgentAccess is what the caller may do on the Agent, decided as the API
+// decides the requests themselves.
+func (c *Client) AgentAccess(ctx context.Context, ns, agent string) (wire.Access, error) {
+	var out wire.Access
+	err := c.do(ctx, http.MethodGet, agentPath(ns, agent)+"/access", nil, nil, &out)
+	return out, err
+}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+
+	"oce.dev/oce/coordinator/api/wire"
 )
 
 // Principal is who a console session acts for.
@@ -26,18 +28,19 @@ type Authenticator interface {
 // ErrBadToken: the token is unknown, expired or revoked.
 var ErrBadToken = errors.New("console: the token is not valid")
 
-// Action names what a page offers to do; the Authorizer decides whether a
-// principal may, so the page shows only what it may do. The API decides
-// again on every request (the console forwards the session's token), so a
-// hidden button is a courtesy, never the check.
+// Action names what a page offers to do, by the API action that decides it
+// (wire.Action*): a page shows only what the principal may do. The API
+// decides again on every request (the console forwards the session's
+// token), so a hidden button is a courtesy, never the check.
 type Action string
 
-// Actions the console offers.
+// Actions the console offers. Writing workspace documents is an update of
+// the Agent (the API authorizes UpdateAgent).
 const (
-	ActionCreateAgent Action = "agents.create"
-	ActionDeploy      Action = "agents.deploy"
-	ActionStop        Action = "agents.stop"
-	ActionWriteFiles  Action = "agents.files.write"
+	ActionCreateAgent Action = wire.ActionCreateAgent
+	ActionDeploy      Action = wire.ActionDeployAgent
+	ActionStop        Action = wire.ActionStopAgent
+	ActionWriteFiles  Action = wire.ActionUpdateAgent
 )
 
 // Resource is what an action is about: a Namespace, or an Agent in it.
@@ -46,8 +49,11 @@ type Resource struct {
 	Agent     string
 }
 
-// Authorizer decides actions for a Principal (issue 17's IAMDriver plugs in
-// here).
+// Authorizer decides actions for a Principal in place of the API. Without
+// one (the coordinator's wiring) the console asks the API what the session
+// may do (GET …/access with the session's token): the API's IAMDriver
+// decides on the exact resources the requests would touch — a deploy with
+// its admitted facts — so the pages and the API agree.
 type Authorizer interface {
 	Allowed(ctx context.Context, p Principal, a Action, r Resource) bool
 }
@@ -67,8 +73,8 @@ func (t TokenAuthenticator) Authenticate(_ context.Context, token string) (Princ
 	return Principal{Name: "admin", Roles: []string{"cluster-admin"}}, nil
 }
 
-// AllowAll permits every action (the single-token installation: whoever
-// holds the token administers everything).
+// AllowAll permits every action (tests; a page then offers everything and
+// the API refuses what the principal may not do).
 type AllowAll struct{}
 
 // Allowed implements Authorizer.

@@ -34,12 +34,13 @@ const Prefix = "/console"
 type Config struct {
 	// API is the coordinator API handler the console calls in process.
 	API http.Handler
-	// Authenticator checks the token a user logs in with; Authorizer
-	// decides what pages offer. Nil means APIAuthenticator (whatever the
-	// API accepts; TokenAuthenticator when Token is set) and AllowAll (the
-	// API still refuses what the principal may not do, with 403).
+	// Authenticator checks the token a user logs in with; nil means
+	// APIAuthenticator (whatever the API accepts; TokenAuthenticator when
+	// Token is set).
 	Authenticator Authenticator
-	Authorizer    Authorizer
+	// Authorizer decides what pages offer in place of the API; nil asks
+	// the API (GET …/access), whose IAMDriver decides.
+	Authorizer Authorizer
 	// Token is the coordinator's bearer token (TokenAuthenticator).
 	Token string
 	// Secure marks cookies Secure even when the request did not arrive over
@@ -76,9 +77,6 @@ func New(cfg Config) (*Console, error) {
 		if cfg.Token != "" {
 			cfg.Authenticator = TokenAuthenticator{Token: cfg.Token}
 		}
-	}
-	if cfg.Authorizer == nil {
-		cfg.Authorizer = AllowAll{}
 	}
 	if cfg.SessionIdle <= 0 {
 		cfg.SessionIdle = SessionIdle

@@ -41,7 +41,7 @@ type fixture struct {
 func newFixture(t *testing.T, tls bool, mut ...func(*console.Config)) *fixture {
 	t.Helper()
 	b := apitest.New()
-	var apiH http.Handler = api.New(api.Config{Token: adminToken, Metrics: prometheus.NewRegistry()}, b)
+	var apiH http.Handler = api.New(api.Config{Token: adminToken, Metrics: prometheus.NewRegistry(), WithActor: apitest.WithActor}, b)
 	apiH = viewerAPI(apiH)
 	cfg := console.Config{API: apiH, Token: adminToken, ProgressInterval: 5 * time.Millisecond}
 	for _, m := range mut {
@@ -487,3 +487,117 @@ func TestStaticAssetsAreEmbedded(t *testing.T) {
 type sandboxDown struct{ *memory.Driver }
 
 func (sandboxDown) SandboxDriverAvailable() bool { return false }
+
+// userToken creates user name bound to role in team and mints its token.
+func (f *fixture) userToken(name, role string) string {
+	f.t.Helper()
+	f.api("POST", "/v1/users", `{"name":"`+name+`"}`)
+	f.api("POST", "/v1/rolebindings", `{"role":"`+role+`","namespace":"team","subject":{"kind":"user","name":"`+name+`"}}`)
+	var m struct{ Token string }
+	require.NoError(f.t, json.Unmarshal([]byte(f.api("POST", "/v1/tokens", `{"user":"`+name+`"}`)), &m))
+	return m.Token
+}
+
+// TestPagesOfferWhatTheIAMDriverAllows: wired as the coordinator wires it
+// (no Authorizer: the API's Cedar driver decides, through GET …/access on
+// the exact resources), a viewer sees no Create, Deploy, Stop or Save, and
+// a forged POST gets the API's 403 page and is recorded as a denied
+// attempt; a deployer sees Deploy and Stop but no Save; a Restriction on
+// the deploy's admitted facts hides Deploy from the deployer too.
+func TestPagesOfferWhatTheIAMDriverAllows(t *testing.T) {
+	f := newFixture(t, false, func(c *console.Config) { c.Token = "" })
+	vera, dan := f.userToken("vera", "viewer"), f.userToken("dan", "deployer")
+	f.api("POST", "/v1/namespaces/team/agents/bot/deploy", "")
+	require.Eventually(t, func() bool { return f.agent().ActiveRevisionID != "" }, 10*time.Second, 5*time.Millisecond)
+	f.api("PUT", "/v1/namespaces/team/agents/bot/files/AGENTS.md", `{"content":"# ours\n","force":true}`)
+	const agent = "/console/ns/team/agents/bot"
+
+	v := f.browser()
+	csrf := v.login(vera)
+	p := v.get(agent)
+	require.Equal(t, 200, p.status)
+	require.NotContains(t, p.body, `id="deploy"`)
+	require.NotContains(t, p.body, `id="stop"`)
+	require.Contains(t, p.body, `id="read-only"`)
+	require.NotContains(t, v.get("/console/ns/team").body, `id="create-agent"`)
+	require.Equal(t, http.StatusForbidden, v.get("/console/ns/team/new").status)
+	p = v.get(agent + "/files?doc=AGENTS.md")
+	require.Equal(t, 200, p.status)
+	require.Contains(t, p.body, "# ours")
+	require.NotContains(t, p.body, `id="save"`)
+	require.Regexp(t, `<textarea[^>]*readonly`, p.body)
+
+	// forged POSTs (the session's own CSRF token): the API refuses them,
+	// changes nothing and records each denied attempt
+	before, n := f.b.M.DigestWithoutAudit(), len(f.b.M.Audit(0, 0))
+	p = v.post(agent+"/deploy", url.Values{"csrf": {csrf}})
+	require.Equal(t, http.StatusForbidden, p.status)
+	require.Contains(t, p.body, `id="error-code">FORBIDDEN<`)
+	p = v.post(agent+"/files/AGENTS.md", url.Values{"csrf": {csrf}, "content": {"mine"}, "force": {"1"}})
+	require.Equal(t, http.StatusForbidden, p.status)
+	require.Contains(t, p.body, `id="error-code">FORBIDDEN<`)
+	require.Equal(t, before, f.b.M.DigestWithoutAudit(), "a refused POST changed nothing")
+	doc, _ := f.d.WorkspaceDocument(f.agent().ID, "AGENTS.md")
+	require.Equal(t, "# ours\n", doc)
+	au := f.b.M.Audit(0, 0)[n:]
+	require.Len(t, au, 2)
+	for i, action := range []string{state.AuditDeploy, state.AuditWorkspaceWrite} {
+		require.Equal(t, action, au[i].Action)
+		require.Equal(t, state.OutcomeDenied, au[i].Outcome)
+		require.Equal(t, "user:vera", au[i].Actor)
+	}
+
+	// the Agent's audit trail shows the denied write and the admin's write
+	a := f.browser()
+	a.login(adminToken)
+	trail := a.get(agent).body
+	require.Contains(t, trail, `data-action="oce.agents.workspace.write" data-outcome="denied"`)
+	require.Contains(t, trail, `data-action="oce.agents.workspace.write" data-outcome="success"`)
+
+	d := f.browser()
+	csrf = d.login(dan)
+	p = d.get(agent)
+	require.Contains(t, p.body, `id="deploy"`)
+	require.Contains(t, p.body, `id="stop"`)
+	require.NotContains(t, d.get(agent+"/files?doc=AGENTS.md").body, `id="save"`, "editing documents updates the Agent: admins")
+
+	// a Restriction on the deploy's admitted facts: no Deploy for dan, Stop stays
+	f.api("PUT", "/v1/restrictions/no-openclaw-bot",
+		`{"policy":"forbid (principal, action == Action::\"DeployAgent\", resource == Agent::\"team/bot\") when { context.harness == \"openclaw\" };"}`)
+	p = d.get(agent)
+	require.NotContains(t, p.body, `id="deploy"`)
+	require.Contains(t, p.body, `id="stop"`)
+	f.api("DELETE", "/v1/restrictions/no-openclaw-bot", "")
+	require.Contains(t, d.get(agent).body, `id="deploy"`)
+	p = d.post(agent+"/deploy", url.Values{"csrf": {csrf}})
+	require.Equal(t, http.StatusSeeOther, p.status, p.body)
+}
+
+// TestEditorSaysWhenCodexReadsAgentsMD: for a dedicated Codex Agent the
+// AGENTS.md editor says an edit reaches new sessions (Codex reads it when
+// a thread starts); an embedded Agent's editor does not.
+func TestEditorSaysWhenCodexReadsAgentsMD(t *testing.T) {
+	f := newFixture(t, false)
+	doc, _ := json.Marshal(map[string]any{"name": "codex", "document": json.RawMessage(admission.ExampleDedicatedCodex)})
+	f.api("POST", "/v1/namespaces/team/configurations", string(doc))
+	f.api("POST", "/v1/namespaces/team/agents", `{"name":"coder","configuration":"codex","executionMode":"dedicated","harnessAuth":{"method":"api_key","credentialKind":"secret","sourceRef":"secret://team/k#key"}}`)
+	for _, a := range []string{"bot", "coder"} {
+		f.api("POST", "/v1/namespaces/team/agents/"+a+"/deploy", "")
+	}
+	ns, _ := f.b.M.NamespaceByName("team")
+	require.Eventually(t, func() bool {
+		for _, n := range []string{"bot", "coder"} {
+			if a, _ := f.b.M.AgentByName(ns.ID, n); a.ActiveRevisionID == "" {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond)
+	b := f.browser()
+	b.login(adminToken)
+	p := b.get("/console/ns/team/agents/coder/files?doc=AGENTS.md")
+	require.Equal(t, 200, p.status, p.body)
+	require.Contains(t, p.body, `id="codex-threads"`)
+	require.NotContains(t, b.get("/console/ns/team/agents/coder/files?doc=SOUL.md").body, `id="codex-threads"`)
+	require.NotContains(t, b.get("/console/ns/team/agents/bot/files?doc=AGENTS.md").body, `id="codex-threads"`)
+}

@@ -107,7 +107,7 @@ func (c *Console) showCreate(w http.ResponseWriter, r *http.Request, s *session,
 // installation does not list before any write.
 func (c *Console) createAgent(w http.ResponseWriter, r *http.Request, s *session) error {
 	ns := r.PathValue("ns")
-	if !c.can(r.Context(), s, ActionCreateAgent, Resource{Namespace: ns}) {
+	if c.refuses(r.Context(), s, ActionCreateAgent, Resource{Namespace: ns}) {
 		return forbidden("create Agents in namespace " + ns)
 	}
 	f := createForm{Name: strings.TrimSpace(r.PostForm.Get("name")), Configuration: r.PostForm.Get("configuration"),

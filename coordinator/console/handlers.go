@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/client"
 	"oce.dev/oce/shared/codes"
 )
@@ -180,7 +181,48 @@ func viewSession(s *session) *sessionView {
 	return &sessionView{User: s.principal.Name, CSRF: s.csrf}
 }
 
-// can asks the Authorizer about an action for the session's principal.
+// access is what the session's principal may do on one resource.
+type access map[Action]bool
+
+// access decides acts on res for the session: the configured Authorizer,
+// else the API with the session's token (one request per page). When the
+// API cannot say, the page offers none of them.
+func (c *Console) access(ctx context.Context, s *session, res Resource, acts ...Action) access {
+	out := access{}
+	if a := c.cfg.Authorizer; a != nil {
+		for _, act := range acts {
+			out[act] = a.Allowed(ctx, s.principal, act, res)
+		}
+		return out
+	}
+	cl := c.apiClient(s.token)
+	var acc wire.Access
+	var err error
+	if res.Agent != "" {
+		acc, err = cl.AgentAccess(ctx, res.Namespace, res.Agent)
+	} else {
+		acc, err = cl.NamespaceAccess(ctx, res.Namespace)
+	}
+	if err != nil {
+		c.log.Warn("console: what the user may do is unknown", "namespace", res.Namespace, "agent", res.Agent,
+			"error", err.Error())
+		return out
+	}
+	for _, act := range acts {
+		out[act] = acc.Allowed(string(act))
+	}
+	return out
+}
+
+// can decides one action for the session.
 func (c *Console) can(ctx context.Context, s *session, a Action, res Resource) bool {
-	return c.cfg.Authorizer.Allowed(ctx, s.principal, a, res)
+	return c.access(ctx, s, res, a)[a]
+}
+
+// refuses reports a form's action refused before the API is asked: only a
+// configured Authorizer refuses here. Otherwise the API decides the request
+// itself — and records a denied attempt in the audit trail, which a refusal
+// here would hide.
+func (c *Console) refuses(ctx context.Context, s *session, a Action, res Resource) bool {
+	return c.cfg.Authorizer != nil && !c.cfg.Authorizer.Allowed(ctx, s.principal, a, res)
 }

@@ -130,8 +130,8 @@ func (c *Console) agentPage(w http.ResponseWriter, r *http.Request, s *session) 
 	if err != nil {
 		return err
 	}
-	res := Resource{Namespace: b.Namespace, Agent: b.Agent.Name}
-	v := agentView{agentBase: b, CanDeploy: c.can(ctx, s, ActionDeploy, res), CanStop: c.can(ctx, s, ActionStop, res),
+	may := c.access(ctx, s, Resource{Namespace: b.Namespace, Agent: b.Agent.Name}, ActionDeploy, ActionStop)
+	v := agentView{agentBase: b, CanDeploy: may[ActionDeploy], CanStop: may[ActionStop],
 		Progress: progressOf(b.Agent.AgentOverview, c.cfg.Now()), Notice: r.URL.Query().Get("notice")}
 	c.render(w, http.StatusOK, "agent", s, v)
 	return nil
@@ -158,7 +158,7 @@ func (c *Console) stop(w http.ResponseWriter, r *http.Request, s *session) error
 func (c *Console) agentWork(w http.ResponseWriter, r *http.Request, s *session, a Action, verb string,
 	call func(ctx context.Context, cl *client.Client, ns, name string) error) error {
 	ns, name := r.PathValue("ns"), r.PathValue("agent")
-	if !c.can(r.Context(), s, a, Resource{Namespace: ns, Agent: name}) {
+	if c.refuses(r.Context(), s, a, Resource{Namespace: ns, Agent: name}) {
 		return forbidden(verb + " agent " + name)
 	}
 	ctx, cancel := c.ctx(r)

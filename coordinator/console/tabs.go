@@ -111,8 +111,22 @@ type filesView struct {
 	Content  string // what the editor shows
 	Replaces string // the version the editor's content replaces
 	CanWrite bool
+	// CodexThreads marks a dedicated Codex Agent: Codex reads AGENTS.md
+	// when a session's thread starts, so an edit reaches new sessions.
+	CodexThreads bool
 	// Notice kinds: saved, conflict, uncertain, unavailable, refused.
 	Notice, NoticeText, Current string
+}
+
+// codexThreads reports whether the Agent's active revision runs Codex in a
+// dedicated Harness.
+func codexThreads(d wire.AgentDetail) bool {
+	for _, r := range d.Revisions {
+		if r.Number == d.ActiveRevision {
+			return r.Harness.ID == "codex" && r.Mode == wire.ModeDedicated
+		}
+	}
+	return false
 }
 
 // filesPage is the workspace files editor: the four documents read now
@@ -132,7 +146,7 @@ func (c *Console) filesPage(w http.ResponseWriter, r *http.Request, s *session) 
 	if !slices.Contains(wire.WorkspaceDocuments(), doc) {
 		return badRequest(wire.ReasonDocumentName, "The editor shows only "+strings.Join(wire.WorkspaceDocuments(), ", ")+".")
 	}
-	v := filesView{agentBase: b, Docs: wire.WorkspaceDocuments(), Doc: doc,
+	v := filesView{agentBase: b, Docs: wire.WorkspaceDocuments(), Doc: doc, CodexThreads: codexThreads(b.Agent),
 		CanWrite: c.can(ctx, s, ActionWriteFiles, Resource{Namespace: b.Namespace, Agent: b.Agent.Name})}
 	if saved := r.URL.Query().Get("saved"); saved != "" {
 		v.Notice, v.NoticeText = "saved", "Saved. Version "+short(saved)+"."
@@ -178,7 +192,7 @@ func unavailableText(err error) string {
 // marked unsaved, and says what to do.
 func (c *Console) saveFile(w http.ResponseWriter, r *http.Request, s *session) error {
 	ns, name, doc := r.PathValue("ns"), r.PathValue("agent"), r.PathValue("name")
-	if !c.can(r.Context(), s, ActionWriteFiles, Resource{Namespace: ns, Agent: name}) {
+	if c.refuses(r.Context(), s, ActionWriteFiles, Resource{Namespace: ns, Agent: name}) {
 		return forbidden("edit the workspace of agent " + name)
 	}
 	content := strings.ReplaceAll(r.PostForm.Get("content"), "\r\n", "\n") // browsers send CRLF

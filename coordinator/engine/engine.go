@@ -16,6 +16,7 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/backoff"
 	"oce.dev/oce/shared/codes"
 )
 
@@ -257,15 +258,10 @@ func (e *Engine) release(agentID string) {
 
 // backoff is min(max, base·2^(attempt−1)), jittered into [d/2, d].
 func (e *Engine) backoff(attempt int) time.Duration {
-	d := e.cfg.BackoffBase
-	for i := 1; i < attempt && d < e.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	d = min(d, e.cfg.BackoffMax)
+	d := backoff.Policy{Base: e.cfg.BackoffBase, Max: e.cfg.BackoffMax}.Delay(attempt - 1)
 	e.rngMu.Lock()
-	j := time.Duration(e.rng.Int64N(int64(d/2) + 1))
-	e.rngMu.Unlock()
-	return d/2 + j
+	defer e.rngMu.Unlock()
+	return backoff.Jittered(d, e.rng.Int64N)
 }
 
 // readinessDelay is age/divisor clamped to [ReadinessMin, ReadinessMax].

@@ -184,27 +184,15 @@ func applyUpdateAgent(d *data, c Command, p UpdateAgent) (any, error) {
 	if err := validPolicy(p.Rollback); err != nil && p.Rollback.Enabled {
 		return nil, err
 	}
-	if p.ExecutionMode != nil {
-		if !validMode(*p.ExecutionMode) {
-			return nil, fmt.Errorf("%w: execution mode %q", ErrInvalid, *p.ExecutionMode)
-		}
-		a.ExecutionMode = *p.ExecutionMode
+	if p.ExecutionMode != nil && !validMode(*p.ExecutionMode) {
+		return nil, fmt.Errorf("%w: execution mode %q", ErrInvalid, *p.ExecutionMode)
 	}
 	if p.ConfigurationID != nil {
 		if cf, ok := d.configurations[*p.ConfigurationID]; !ok || cf.NamespaceID != a.NamespaceID {
 			return nil, fmt.Errorf("%w: configuration %q in namespace %q", ErrNotFound, *p.ConfigurationID, a.NamespaceID)
 		}
-		a.ConfigurationID = *p.ConfigurationID
 	}
-	if p.HarnessAuth != nil {
-		a.HarnessAuth = cloneAuth(p.HarnessAuth)
-	}
-	if p.ComputeID != nil {
-		a.ComputeID = *p.ComputeID
-	}
-	if p.Plugins != nil {
-		a.Plugins = cloneStrings(*p.Plugins)
-	}
+	a = p.Applied(a)
 	if p.Rollback != nil {
 		d.act.setPolicy(a.ID, p.Rollback)
 	}

@@ -106,6 +106,30 @@ type UpdateAgent struct {
 	Rollback *RollbackPolicy `json:"rollback,omitempty"`
 }
 
+// Applied returns a with the update's Agent fields applied (the rollback
+// policy is not an Agent field): what Apply stores, and what the API
+// authorizes an update against besides the Agent as it is. It does not
+// validate; Apply does.
+func (p UpdateAgent) Applied(a Agent) Agent {
+	a = cloneAgent(a)
+	if p.ExecutionMode != nil {
+		a.ExecutionMode = *p.ExecutionMode
+	}
+	if p.ConfigurationID != nil {
+		a.ConfigurationID = *p.ConfigurationID
+	}
+	if p.HarnessAuth != nil {
+		a.HarnessAuth = cloneAuth(p.HarnessAuth)
+	}
+	if p.ComputeID != nil {
+		a.ComputeID = *p.ComputeID
+	}
+	if p.Plugins != nil {
+		a.Plugins = cloneStrings(*p.Plugins)
+	}
+	return a
+}
+
 // AdmitRevision freezes an admitted revision and enqueues its activate work
 // in one entry. Apply assigns Revision.Number (Agent.RevisionCount+1), sets
 // the status pending, creates queued activate work (Phase queued, AvailableAt

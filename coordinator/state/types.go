@@ -189,6 +189,9 @@ const (
 	AuditConfigurationDelete = "oce.configurations.delete"
 	AuditAgentCreate         = "oce.agents.create"
 	AuditAgentUpdate         = "oce.agents.update"
+	// AuditWorkspaceWrite records one write of an Agent workspace document
+	// (the API appends it: the write is an effect on the runtime).
+	AuditWorkspaceWrite = "oce.agents.workspace.write"
 )
 
 // AuditRecord is one append-only audit entry. Seq is assigned by Apply.

@@ -61,7 +61,12 @@ func TestFollowerFreshness(t *testing.T) {
 	leader := waitLeader(t, nodes)
 	createNS(t, leader.s, 1)
 	f := nodes[2]
-	require.Eventually(t, func() bool { return f.s.Fresh() == nil }, waitFor, 10*time.Millisecond)
+	// Fresh allows a lag of ReadyMaxLag entries: wait for the follower to
+	// have applied the namespace too, so the comparison below is about the
+	// commit index it heard, not a follower that has applied nothing yet.
+	want := leader.s.AppliedIndex()
+	require.Eventually(t, func() bool { return f.s.Fresh() == nil && f.s.AppliedIndex() >= want },
+		waitFor, 10*time.Millisecond)
 	c, ok := f.s.LeaderCommit()
 	require.True(t, ok)
 	require.GreaterOrEqual(t, c, f.s.AppliedIndex()-1)

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -79,17 +78,6 @@ func TestSetupCode(t *testing.T) {
 		_, err := DecodeSetupCode(bad)
 		require.ErrorIs(t, err, ErrBadSetupCode, bad)
 	}
-}
-
-func TestBackoff(t *testing.T) {
-	var b Backoff
-	var got []time.Duration
-	for i := 0; i < 7; i++ {
-		got = append(got, b.Next())
-	}
-	require.Equal(t, []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}, got)
-	b.Reset()
-	require.Equal(t, time.Second, b.Next())
 }
 
 func TestDecodeFrameClosed(t *testing.T) {

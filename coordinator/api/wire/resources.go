@@ -173,6 +173,9 @@ const (
 	AuditStop     = "openclaw.agents.lifecycle.stop"
 	AuditDelete   = "openclaw.agents.lifecycle.delete"
 	AuditFail     = "openclaw.agents.lifecycle.fail"
+	// AuditWorkspaceWrite is one write of a workspace document: details
+	// name the document and the version written (or the refusal's code).
+	AuditWorkspaceWrite = "oce.agents.workspace.write"
 )
 
 // AuditRecord is one append-only audit entry.

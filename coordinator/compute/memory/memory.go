@@ -388,4 +388,3 @@ func (d *Driver) CheckCredential(ctx context.Context, rev state.Revision) (compu
 	}
 	return compute.CredentialCheck{Outcome: state.CredentialPassed, Reason: "2xx"}, nil
 }
-
