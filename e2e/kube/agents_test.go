@@ -15,7 +15,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"oce.dev/oce/coordinator/api/wire"
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
@@ -140,69 +142,33 @@ func agentObjects(t testing.TB, agentID string) map[string][]string {
 	ctx := context.Background()
 	opts := metav1.ListOptions{LabelSelector: kdriver.LabelAgent + "=" + agentID}
 	c := cluster.Client
+	lists := map[string]func() (runtime.Object, error){
+		"deployments":            func() (runtime.Object, error) { return c.AppsV1().Deployments("").List(ctx, opts) },
+		"pods":                   func() (runtime.Object, error) { return c.CoreV1().Pods("").List(ctx, opts) },
+		"services":               func() (runtime.Object, error) { return c.CoreV1().Services("").List(ctx, opts) },
+		"secrets":                func() (runtime.Object, error) { return c.CoreV1().Secrets("").List(ctx, opts) },
+		"configmaps":             func() (runtime.Object, error) { return c.CoreV1().ConfigMaps("").List(ctx, opts) },
+		"serviceaccounts":        func() (runtime.Object, error) { return c.CoreV1().ServiceAccounts("").List(ctx, opts) },
+		"networkpolicies":        func() (runtime.Object, error) { return c.NetworkingV1().NetworkPolicies("").List(ctx, opts) },
+		"persistentvolumeclaims": func() (runtime.Object, error) { return c.CoreV1().PersistentVolumeClaims("").List(ctx, opts) },
+	}
 	out := map[string][]string{}
-	add := func(kind string, names ...string) {
+	for kind, list := range lists {
+		l, err := list()
+		require.NoError(t, err)
+		var names []string
+		require.NoError(t, meta.EachListItem(l, func(o runtime.Object) error {
+			m, err := meta.Accessor(o)
+			if err == nil {
+				names = append(names, m.GetNamespace()+"/"+m.GetName())
+			}
+			return err
+		}))
 		if len(names) > 0 {
 			sort.Strings(names)
 			out[kind] = names
 		}
 	}
-	deps, err := c.AppsV1().Deployments("").List(ctx, opts)
-	require.NoError(t, err)
-	var n []string
-	for _, o := range deps.Items {
-		n = append(n, o.Namespace+"/"+o.Name)
-	}
-	add("deployments", n...)
-	pods, err := c.CoreV1().Pods("").List(ctx, opts)
-	require.NoError(t, err)
-	n = nil
-	for _, o := range pods.Items {
-		n = append(n, o.Namespace+"/"+o.Name)
-	}
-	add("pods", n...)
-	svcs, err := c.CoreV1().Services("").List(ctx, opts)
-	require.NoError(t, err)
-	n = nil
-	for _, o := range svcs.Items {
-		n = append(n, o.Namespace+"/"+o.Name)
-	}
-	add("services", n...)
-	secs, err := c.CoreV1().Secrets("").List(ctx, opts)
-	require.NoError(t, err)
-	n = nil
-	for _, o := range secs.Items {
-		n = append(n, o.Namespace+"/"+o.Name)
-	}
-	add("secrets", n...)
-	cms, err := c.CoreV1().ConfigMaps("").List(ctx, opts)
-	require.NoError(t, err)
-	n = nil
-	for _, o := range cms.Items {
-		n = append(n, o.Namespace+"/"+o.Name)
-	}
-	add("configmaps", n...)
-	sas, err := c.CoreV1().ServiceAccounts("").List(ctx, opts)
-	require.NoError(t, err)
-	n = nil
-	for _, o := range sas.Items {
-		n = append(n, o.Namespace+"/"+o.Name)
-	}
-	add("serviceaccounts", n...)
-	nps, err := c.NetworkingV1().NetworkPolicies("").List(ctx, opts)
-	require.NoError(t, err)
-	n = nil
-	for _, o := range nps.Items {
-		n = append(n, o.Namespace+"/"+o.Name)
-	}
-	add("networkpolicies", n...)
-	pvcs, err := c.CoreV1().PersistentVolumeClaims("").List(ctx, opts)
-	require.NoError(t, err)
-	n = nil
-	for _, o := range pvcs.Items {
-		n = append(n, o.Namespace+"/"+o.Name)
-	}
-	add("persistentvolumeclaims", n...)
 	return out
 }
 
