@@ -239,15 +239,8 @@ func readyPodOf(t testing.TB, agentID, role string) *corev1.Pod {
 // "Unhealthy" Events).
 func unhealthy(t testing.TB, p *corev1.Pod) int32 {
 	t.Helper()
-	l, err := cluster.Client.CoreV1().Events(p.Namespace).List(context.Background(), metav1.ListOptions{
-		FieldSelector: "involvedObject.uid=" + string(p.UID) + ",reason=Unhealthy"})
+	n, err := cluster.ReadinessFailures(context.Background(), p)
 	require.NoError(t, err)
-	var n int32
-	for _, e := range l.Items {
-		if strings.HasPrefix(e.Message, "Readiness probe failed") {
-			n += max(e.Count, 1)
-		}
-	}
 	return n
 }
 

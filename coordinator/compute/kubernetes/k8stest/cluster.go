@@ -364,6 +364,23 @@ func (c *Cluster) Logs(ctx context.Context, namespace, pod, container string, pr
 	return string(b), err
 }
 
+// ReadinessFailures counts kubelet's failed readiness probes of a Pod
+// (its "Unhealthy" Events' counts).
+func (c *Cluster) ReadinessFailures(ctx context.Context, p *corev1.Pod) (int32, error) {
+	l, err := c.Client.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.uid=" + string(p.UID) + ",reason=Unhealthy"})
+	if err != nil {
+		return 0, err
+	}
+	var n int32
+	for _, e := range l.Items {
+		if strings.HasPrefix(e.Message, "Readiness probe failed") {
+			n += max(e.Count, 1)
+		}
+	}
+	return n, nil
+}
+
 // FollowLogs streams a container's log until it exits or ctx ends.
 func (c *Cluster) FollowLogs(ctx context.Context, namespace, pod, container string) (io.ReadCloser, error) {
 	return c.Client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(ctx)

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,15 +112,8 @@ func onePod(t *testing.T, ns, selector string) *corev1.Pod {
 // "Unhealthy" Event's count).
 func probeFailures(t *testing.T, p *corev1.Pod) int32 {
 	t.Helper()
-	l, err := cluster.Client.CoreV1().Events(p.Namespace).List(context.Background(), metav1.ListOptions{
-		FieldSelector: "involvedObject.uid=" + string(p.UID) + ",reason=Unhealthy"})
+	n, err := cluster.ReadinessFailures(context.Background(), p)
 	require.NoError(t, err)
-	var n int32
-	for _, e := range l.Items {
-		if strings.HasPrefix(e.Message, "Readiness probe failed:") {
-			n += max(e.Count, 1)
-		}
-	}
 	return n
 }
 
