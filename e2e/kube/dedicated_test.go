@@ -154,7 +154,12 @@ func TestDedicatedCodex(t *testing.T) {
 	for name, lines := range map[string]func() []string{"gatewayd": gLines, "harnessd": hLines} {
 		recs := logRecords(lines())
 		require.NotNil(t, record(recs, "stop signal"), "SIGTERM reached %s", name)
-		require.NotNil(t, record(recs, "stopped"), "%s exited", name)
+		stopped := record(recs, "stopped")
+		require.NotNil(t, stopped, "%s exited", name)
+		if name == "gatewayd" {
+			require.EqualValues(t, 0, stopped["exit"], "the gateway exited cleanly")
+			require.Less(t, stopped["stop_ms"].(float64), float64(kdriver.GatewayTerminationGraceSeconds*1000), "within the stop budget")
+		}
 	}
 	pods.wait(ctx, t, "every Pod gone", func(ps []podTimes) bool {
 		for _, p := range ps {
