@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"time"
 
 	"oce.dev/oce/coordinator/api/wire"
@@ -107,6 +108,10 @@ func agentStatusWith(m *state.Machine, a state.Agent, activate []state.Work) wir
 		}
 	case !observed:
 		st.State, st.Reason = wire.AgentActivating, "readiness-not-observed"
+	case !h.Ready && !h.EverReady && h.HeldCode == "":
+		// committed active but still starting (an embedded replacement
+		// starts at the cutover): not serving yet, and not degraded either
+		st.State, st.Reason = wire.AgentActivating, cmp.Or(h.Reason, "starting")
 	case h.Ready:
 		st.State = wire.AgentServing
 	default:
