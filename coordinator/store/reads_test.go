@@ -70,15 +70,20 @@ func TestReadBarrierAndIndexes(t *testing.T) {
 // leader's commit index and trails it by at most ReadyMaxLag entries.
 func TestFollowerFreshness(t *testing.T) {
 	nodes := cluster(t, 3)
-	leader := waitLeader(t, nodes)
 	createNS(t, nodes, 1)
-	f := nodes[2]
-	// Fresh allows a lag of ReadyMaxLag entries: wait for the follower to
-	// have applied the namespace too, so the comparison below is about the
-	// commit index it heard, not a follower that has applied nothing yet.
-	want := leader.s.AppliedIndex()
-	require.Eventually(t, func() bool { return f.s.Fresh() == nil && f.s.AppliedIndex() >= want },
-		waitFor, 10*time.Millisecond)
+	// Fresh allows a lag of ReadyMaxLag entries: wait until every member
+	// applied the namespace too, so the comparison below is about the
+	// commit index the follower heard, not one that has applied nothing yet.
+	converged(t, nodes)
+	leader := waitLeader(t, nodes)
+	var followers []*node
+	for _, n := range nodes {
+		if n != leader {
+			followers = append(followers, n)
+		}
+	}
+	f, g := followers[0], followers[1]
+	require.Eventually(t, func() bool { return f.s.Fresh() == nil }, waitFor, 10*time.Millisecond)
 	c, ok := f.s.LeaderCommit()
 	require.True(t, ok)
 	require.GreaterOrEqual(t, c, f.s.AppliedIndex()-1)
@@ -89,8 +94,11 @@ func TestFollowerFreshness(t *testing.T) {
 	require.ErrorIs(t, f.s.Fresh(), ErrNotReady)
 	require.ErrorContains(t, f.s.Ready(ctxT(t)), "committed entries")
 
-	// A stopped leader's announcements go stale within the heartbeat timeout.
-	g := nodes[1]
+	// A stopped leader's announcements go stale within the heartbeat
+	// timeout (the leader of the moment: it may have changed meanwhile).
+	if now := waitLeader(t, nodes); now != leader {
+		g, leader = leader, now // the former leader follows now (and is not f)
+	}
 	require.Eventually(t, func() bool { return g.s.Fresh() == nil }, waitFor, 10*time.Millisecond)
 	require.NoError(t, leader.s.Close())
 	require.Eventually(t, func() bool { return g.s.Fresh() != nil }, waitFor, 10*time.Millisecond)
