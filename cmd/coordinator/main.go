@@ -82,6 +82,7 @@ func command() *cobra.Command {
 	f.StringVar(&cfg.Join, "join", env("OCE_JOIN", ""), "comma-separated HTTP addresses of members to join through; empty bootstraps (env OCE_JOIN)")
 	f.StringVar(&cfg.DriverName, "driver", env("OCE_DRIVER", ""), "compute driver: "+strings.Join(server.Drivers(), ", ")+
 		"; empty runs the in-memory test driver, in a dev data dir only (env OCE_DRIVER)")
+	f.StringVar(&cfg.MemoryDir, "memory-dir", env("OCE_MEMORY_DIR", ""), "memory driver: keep its runtime records in this directory, shared by every member naming it (multi-process tests; env OCE_MEMORY_DIR)")
 	f.StringVar(&cfg.APISocket, "api-socket", env("OCE_API_SOCKET", ""), "also serve the API on this Unix socket, mode 0600 (env OCE_API_SOCKET)")
 	f.StringVar(&cfg.Local.Root, "local-root", env("OCE_LOCAL_ROOT", ""), "local driver: root of the runtimes' directories; default <data-dir>/local")
 	f.StringVar(&cfg.Local.BinDir, "local-bin-dir", env("OCE_LOCAL_BIN_DIR", ""), "local driver: directory of gatewayd, harnessd, nodehost; default beside this binary")

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"time"
 
 	"oce.dev/oce/coordinator/api/wire"
@@ -32,12 +33,7 @@ func (s *server) revisionView(r state.Revision) wire.Revision {
 	m := s.b.Machine()
 	out := wireRevision(r)
 	rt, ok := m.RevisionRuntime(r.ID)
-	var w state.Work
-	for _, x := range m.WorkItems(state.WorkFilter{AgentID: r.AgentID, Kind: state.WorkActivate}) {
-		if x.RevisionID == r.ID {
-			w = x // the latest (WorkItems is ordered by creation)
-		}
-	}
+	w, _ := m.LatestRevisionWork(r.ID, state.WorkActivate)
 	if !ok && w.ID == "" {
 		return out
 	}
@@ -71,11 +67,12 @@ func (s *server) revisionView(r state.Revision) wire.Revision {
 // serving or degraded from the observed readiness of the active revision;
 // failed or stopped without one.
 func agentStatus(m *state.Machine, a state.Agent) wire.AgentStatus {
-	return agentStatusWith(m, a, m.WorkItems(state.WorkFilter{AgentID: a.ID, Kind: state.WorkActivate}))
+	return agentStatusWith(m, a, m.OpenWorkItems(state.WorkFilter{AgentID: a.ID, Kind: state.WorkActivate}))
 }
 
 // agentStatusWith is agentStatus given the Agent's activate work in
-// creation order (a list page indexes it once for every Agent).
+// creation order (a list page indexes it once for every Agent); only its
+// open (queued or claimed) items matter.
 func agentStatusWith(m *state.Machine, a state.Agent, activate []state.Work) wire.AgentStatus {
 	if a.Deleting {
 		return wire.AgentStatus{State: wire.AgentDeleting}
@@ -107,6 +104,10 @@ func agentStatusWith(m *state.Machine, a state.Agent, activate []state.Work) wir
 		}
 	case !observed:
 		st.State, st.Reason = wire.AgentActivating, "readiness-not-observed"
+	case !h.Ready && !h.EverReady && h.HeldCode == "":
+		// committed active but still starting (an embedded replacement
+		// starts at the cutover): not serving yet, and not degraded either
+		st.State, st.Reason = wire.AgentActivating, cmp.Or(h.Reason, "starting")
 	case h.Ready:
 		st.State = wire.AgentServing
 	default:

@@ -11,7 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +28,11 @@ import (
 // binary is the coordinator built once by TestMain.
 var binary string
 
+// binaryEnv names a prebuilt coordinator binary to run instead of building
+// this tree's: benchmarks compare an older tree's binary with this one's,
+// alternately and with the same harness (docs/PERFORMANCE.md).
+const binaryEnv = "OCE_CLUSTERTEST_COORDINATOR"
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "oce-clustertest-")
 	if err != nil {
@@ -35,8 +40,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "coordinator")
-	out, err := exec.Command("go", "build", "-o", binary, "oce.dev/oce/cmd/coordinator").CombinedOutput()
-	if err != nil {
+	if pre := os.Getenv(binaryEnv); pre != "" {
+		binary = pre
+		fmt.Fprintf(os.Stderr, "clustertest: running the coordinator binary %s (%s)\n", pre, binaryEnv)
+	} else if out, err := exec.Command("go", "build", "-o", binary, "oce.dev/oce/cmd/coordinator").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build coordinator: %v\n%s", err, out)
 		os.Exit(1)
 	}
@@ -72,6 +79,34 @@ type node struct {
 	lastExit int // exit code of the last process that ended (-1: by a signal)
 }
 
+// clients are a cluster's API clients per member, made once and shared, so
+// their connections (and TLS sessions) are kept alive across calls as any
+// long-lived client's are: a client per call would measure a TLS handshake
+// per request, which no real caller pays.
+type clients struct {
+	mu    sync.Mutex
+	byKey map[clientKey]*client.Client
+}
+
+type clientKey struct {
+	addr  string
+	probe bool
+}
+
+func (cs *clients) get(k clientKey, mk func() *client.Client) *client.Client {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cl, ok := cs.byKey[k]; ok {
+		return cl
+	}
+	if cs.byKey == nil {
+		cs.byKey = map[clientKey]*client.Client{}
+	}
+	cl := mk()
+	cs.byKey[k] = cl
+	return cl
+}
+
 // cluster is a set of coordinator processes sharing one token.
 type cluster struct {
 	t         testing.TB
@@ -82,20 +117,39 @@ type cluster struct {
 	// --insecure cluster.
 	CA  *x509.CertPool
 	pki string // the CA and member certificates' directory
+	// memoryDir holds the memory driver's runtime records, shared by every
+	// member (--memory-dir): a new leader observes the runtimes its
+	// predecessor started, as with a real cluster, instead of reporting
+	// every Agent degraded.
+	memoryDir string
 	// applied is the highest index a converged() call has seen: a member
 	// restarted since then has converged only once it replayed that far
 	// (a node that has not yet replayed its log reports the empty state).
 	applied uint64
+	clients clients
 }
 
-// freePort returns a port free on ip right now.
-func freePort(t testing.TB, ip string) string {
+// reservePort reserves a port on ip for a member to listen on, race-free,
+// for as long as the test runs: a TCP socket bound to it with SO_REUSEADDR
+// that never listens. The kernel never hands a reserved port to anyone
+// binding port 0 (this process's proxies, another test binary's members, a
+// wildcard listener), yet the member's own listener (Go's listeners set
+// SO_REUSEADDR too) binds on top of the reservation; while the member is
+// down the port refuses connections, as a dead member's does. Picking a free
+// port and closing it again left a window in which another process could
+// take it ("address already in use").
+func reservePort(t testing.TB, ip string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	require.NoError(t, syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1))
+	sa := &syscall.SockaddrInet4{}
+	copy(sa.Addr[:], net.ParseIP(ip).To4())
+	require.NoError(t, syscall.Bind(fd, sa))
+	bound, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	return net.JoinHostPort(ip, strconv.Itoa(bound.(*syscall.SockaddrInet4).Port))
 }
 
 type clusterOpts struct {
@@ -109,19 +163,14 @@ type clusterOpts struct {
 	ipBase      int      // members use 127.0.0.<ipBase+i>
 }
 
-// proxyAvoiding starts a proxy to target on a free port of ip that is none
-// of the avoid addresses: those were picked free and closed again for the
-// member to bind later, so the kernel may hand one of them to the proxy.
-func proxyAvoiding(t testing.TB, ip, target string, avoid ...string) *Proxy {
+// newProxy starts a proxy to target on a port of ip the kernel picks: never
+// one reserved for a member (reservePort).
+func newProxy(t testing.TB, ip, target string) *Proxy {
 	t.Helper()
-	for {
-		p, err := NewProxy(net.JoinHostPort(ip, "0"), target)
-		require.NoError(t, err)
-		if !slices.Contains(avoid, p.Addr()) {
-			return p
-		}
-		require.NoError(t, p.Close())
-	}
+	p, err := NewProxy(net.JoinHostPort(ip, "0"), target)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
 }
 
 // startCluster starts size members: the first bootstraps, the others join
@@ -129,7 +178,8 @@ func proxyAvoiding(t testing.TB, ip, target string, avoid ...string) *Proxy {
 func startCluster(t testing.TB, o clusterOpts) *cluster {
 	t.Helper()
 	root := t.TempDir()
-	c := &cluster{t: t, TokenFile: filepath.Join(root, "token"), Token: "test-token-" + strings.Repeat("x", 20)}
+	c := &cluster{t: t, TokenFile: filepath.Join(root, "token"), Token: "test-token-" + strings.Repeat("x", 20),
+		memoryDir: filepath.Join(root, "memory")}
 	require.NoError(t, os.WriteFile(c.TokenFile, []byte(c.Token+"\n"), 0o600))
 	if o.ipBase == 0 {
 		o.ipBase = 40
@@ -141,23 +191,16 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 	for i := 1; i <= o.size; i++ {
 		ip := fmt.Sprintf("127.0.0.%d", o.ipBase+i)
 		n := &node{ID: fmt.Sprintf("n%d", i), IP: ip, Dir: filepath.Join(root, fmt.Sprintf("n%d", i)),
-			RaftBind: freePort(t, ip), HTTPAddr: freePort(t, ip), extraArgs: o.args}
-		for n.HTTPAddr == n.RaftBind { // both were picked free and closed again
-			n.HTTPAddr = freePort(t, ip)
-		}
+			RaftBind: reservePort(t, ip), HTTPAddr: reservePort(t, ip), extraArgs: o.args}
 		n.RaftAdv = n.RaftBind
 		n.LogPath = filepath.Join(root, n.ID+".log")
 		if o.proxied {
-			p := proxyAvoiding(t, ip, n.RaftBind, n.RaftBind, n.HTTPAddr)
-			t.Cleanup(func() { _ = p.Close() })
-			n.Proxy = p
-			n.RaftAdv = p.Addr()
+			n.Proxy = newProxy(t, ip, n.RaftBind)
+			n.RaftAdv = n.Proxy.Addr()
 		}
 		if o.httpProxied {
-			p := proxyAvoiding(t, ip, n.HTTPAddr, n.RaftBind, n.HTTPAddr, n.RaftAdv)
-			t.Cleanup(func() { _ = p.Close() })
-			n.HTTPProxy = p
-			n.HTTPAdv = p.Addr()
+			n.HTTPProxy = newProxy(t, ip, n.HTTPAddr)
+			n.HTTPAdv = n.HTTPProxy.Addr()
 		}
 		if i > 1 {
 			n.Join = c.Nodes[0].HTTPAddr
@@ -191,7 +234,7 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 func (c *cluster) start(n *node) {
 	c.t.Helper()
 	args := []string{"--data-dir", n.Dir, "--node-id", n.ID, "--raft-addr", n.RaftBind, "--raft-advertise", n.RaftAdv,
-		"--http-addr", n.HTTPAddr, "--token-file", c.TokenFile}
+		"--http-addr", n.HTTPAddr, "--token-file", c.TokenFile, "--memory-dir", c.memoryDir}
 	if n.Join != "" {
 		args = append(args, "--join", n.Join)
 	}
@@ -263,8 +306,11 @@ func (c *cluster) info(ctx context.Context, n *node) (wire.Cluster, error) {
 	return c.client(n).Cluster(ctx)
 }
 
+// client is the shared client of member n with the cluster's token.
 func (c *cluster) client(n *node) *client.Client {
-	return c.clientTo(n.HTTPAddr, c.Token, &http.Client{Timeout: 10 * time.Second})
+	return c.clients.get(clientKey{addr: n.HTTPAddr}, func() *client.Client {
+		return c.clientTo(n.HTTPAddr, c.Token, &http.Client{Timeout: 10 * time.Second})
+	})
 }
 
 // clientTo is a client of addr with token, trusting the cluster CA.
@@ -310,7 +356,9 @@ func makePKI(t testing.TB, dir string, size, ipBase int) *x509.CertPool {
 // themselves, every few milliseconds and across members, so what they
 // measure is the cluster, not the client's backoff.
 func (c *cluster) probe(n *node) *client.Client {
-	return c.clientTo(n.HTTPAddr, c.Token, &http.Client{Timeout: 10 * time.Second}, client.WithRetry(client.Retry{}))
+	return c.clients.get(clientKey{addr: n.HTTPAddr, probe: true}, func() *client.Client {
+		return c.clientTo(n.HTTPAddr, c.Token, &http.Client{Timeout: 10 * time.Second}, client.WithRetry(client.Retry{}))
+	})
 }
 
 // waitLeader waits until every running node among ns names the same leader,

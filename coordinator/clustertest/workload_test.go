@@ -176,9 +176,8 @@ func (s snapshotOf) settled() bool { return s.unsettled() == "" }
 
 // serving reports whether the engine's health watcher has observed every
 // Agent's active revision serving: its observation is a state change too,
-// seconds after the activation. (Only where one member runs every runtime:
-// each process has its own in-memory driver, so after a leader change the
-// new leader observes the others' runtimes as not running.)
+// seconds after the activation. (The members share the memory driver's
+// records, so a new leader observes the runtimes its predecessors started.)
 func (s snapshotOf) serving() bool {
 	for _, a := range s.agents {
 		if a.Status == nil || a.Status.State != wire.AgentServing {

@@ -303,11 +303,13 @@ func TestReStopSchedule(t *testing.T) {
 	h.d.ReadyAfter("r2", -1)
 	h.deploy("r2", state.HarnessCodex, nil, 0)
 	lease := DefaultLease
-	h.drive(func() bool { return nstops() >= 4 }, "four stops of r1")
+	// Settled: each stop's pass has recorded it (and requeued) before the
+	// test looks, and a predecessor that comes back does so between passes.
+	h.driveSettled(func() bool { return nstops() >= 4 }, "four stops of r1")
 	// The predecessor comes back; the next due re-stop reports it and the
 	// successor stays unready for that pass.
 	h.d.ComeBack("r1")
-	h.drive(func() bool { return nstops() >= 5 }, "a fifth stop")
+	h.driveSettled(func() bool { return nstops() >= 5 }, "a fifth stop")
 	h.d.SetHook(memory.OpStop, nil)
 	mu.Lock()
 	defer mu.Unlock()

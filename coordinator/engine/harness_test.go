@@ -173,6 +173,44 @@ func (h *harness) drive(cond func() bool, msg string) {
 	}, 30*time.Second, time.Millisecond, msg)
 }
 
+// settled reports whether the engine has nothing to do at the fake clock's
+// current time: no claim in flight and no work claimable now. Work that is
+// claimable with no claim in flight gets a Notify (what admission sends):
+// a run loop that read the clock just before an Advance armed its timer
+// from the advanced time, later than the work came due.
+func (h *harness) settled() bool {
+	h.e.busyMu.Lock()
+	busy := len(h.e.busy)
+	h.e.busyMu.Unlock()
+	if busy > 0 {
+		return false
+	}
+	if len(h.m.ClaimableN(h.clk.Now(), 1)) > 0 {
+		h.e.Notify()
+		return false
+	}
+	return true
+}
+
+// driveSettled is drive for schedules measured in fake time: the clock
+// moves only while the engine is settled, so a pass runs at the time it
+// came due however slowly the machine schedules the engine (a clock racing
+// ahead of a busy engine lapses leases and stretches every interval), and
+// it returns once cond holds with the pass that made it true finished.
+func (h *harness) driveSettled(cond func() bool, msg string) {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		if !h.settled() {
+			return false
+		}
+		if cond() {
+			return true
+		}
+		h.clk.Advance(h.step)
+		return false
+	}, 30*time.Second, time.Millisecond, msg)
+}
+
 // waitWork drives until workID reaches one of the final states.
 func (h *harness) waitWork(workID string, want string) state.Work {
 	h.t.Helper()

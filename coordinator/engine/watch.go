@@ -166,10 +166,8 @@ func (e *Engine) considerRollback(ctx context.Context, a state.Agent, h state.Ag
 	default:
 		return
 	}
-	for _, w := range m.WorkItems(state.WorkFilter{AgentID: a.ID, Kind: state.WorkActivate}) {
-		if w.State == state.WorkQueued || w.State == state.WorkClaimed {
-			return // a newer deploy (or a finalization) is under way
-		}
+	if len(m.OpenWorkItems(state.WorkFilter{AgentID: a.ID, Kind: state.WorkActivate})) > 0 {
+		return // a newer deploy (or a finalization) is under way
 	}
 	_, err := e.p.Propose(ctx, state.CmdRequestRollback, state.RequestRollback{AgentID: a.ID,
 		FromRevisionID: a.ActiveRevisionID, ToRevisionID: rt.PreviousRevisionID, WorkID: newWorkID(), Cause: cause})

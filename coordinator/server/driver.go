@@ -67,9 +67,18 @@ type DriverFactory func(cfg Config) (compute.Driver, error)
 var (
 	driversMu sync.Mutex
 	drivers   = map[string]DriverFactory{
-		DriverMemory: func(Config) (compute.Driver, error) { return memory.New(memory.DefaultCapabilities()), nil },
+		DriverMemory: newMemoryDriver,
 	}
 )
+
+// newMemoryDriver is the in-memory test driver: its records live in this
+// process, or in MemoryDir, shared by every member naming it.
+func newMemoryDriver(cfg Config) (compute.Driver, error) {
+	if cfg.MemoryDir != "" {
+		return memory.NewShared(memory.DefaultCapabilities(), cfg.MemoryDir)
+	}
+	return memory.New(memory.DefaultCapabilities()), nil
+}
 
 // RegisterDriver makes a compute driver selectable by --driver name.
 func RegisterDriver(name string, f DriverFactory) {

@@ -79,6 +79,11 @@ type Config struct {
 	DriverName string
 	// Local configures the local driver (DriverName "local").
 	Local LocalConfig
+	// MemoryDir makes the memory driver keep its runtime records in this
+	// directory, shared by every member naming it: the members of a
+	// multi-process test then observe the same runtimes, as a real
+	// cluster's members do. Empty keeps them in the process.
+	MemoryDir string
 	// TokenFile is the bearer token file (default <DataDir>/token). It is
 	// created (0600) with a random token when missing; every member of a
 	// cluster must hold the same token.

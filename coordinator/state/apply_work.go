@@ -400,6 +400,7 @@ func applyCompleteDeletion(d *data, c Command, p CompleteDeletion) (any, error) 
 		if o.AgentID == a.ID {
 			delete(d.work, id)
 			delete(d.open, id)
+			delete(d.revWork, o.RevisionID)
 		}
 	}
 	delete(d.stops, a.ID)

@@ -35,6 +35,7 @@ type data struct {
 	// so scheduling scans only live work however long the history grows.
 	open      map[string]bool     // IDs of queued or claimed work
 	agentRevs map[string][]string // revision IDs per Agent in Number order
+	revWork   map[string][]string // work IDs per revision, so a revision's view reads its own work
 	// Name indexes, so API lookups by name and the uniqueness checks of
 	// Apply are O(1) instead of a scan of every entity.
 	nsByName    map[string]string              // Namespace name → ID
@@ -56,6 +57,7 @@ func newData() data {
 		stops:          map[string][]PredecessorStop{},
 		open:           map[string]bool{},
 		agentRevs:      map[string][]string{},
+		revWork:        map[string][]string{},
 		nsByName:       map[string]string{},
 		cfgByName:      map[nameKey]string{},
 		agentByName:    map[nameKey]string{},
@@ -106,8 +108,11 @@ func (d *data) removeAgent(a Agent) {
 	}
 }
 
-// putWork stores w and keeps the open-work index.
+// putWork stores w and keeps the open-work and per-revision indexes.
 func (d *data) putWork(w Work) {
+	if _, ok := d.work[w.ID]; !ok && w.RevisionID != "" {
+		d.revWork[w.RevisionID] = append(d.revWork[w.RevisionID], w.ID)
+	}
 	d.work[w.ID] = w
 	if w.State == WorkQueued || w.State == WorkClaimed {
 		d.open[w.ID] = true

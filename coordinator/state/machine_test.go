@@ -621,3 +621,41 @@ func TestDeleteNamespaceAndConfigurationWhileReferenced(t *testing.T) {
 	_, err = apply(CmdDeleteNamespace, DeleteNamespace{ID: "n1"})
 	require.ErrorIs(t, err, ErrNotFound)
 }
+
+// TestRevisionWorkIndex: a revision's latest work and the open work are
+// read from indexes that agree with a scan of the whole history, after
+// applies and after a snapshot restore.
+func TestRevisionWorkIndex(t *testing.T) {
+	f := newFx(t)
+	f.activated()
+	f.now = f.now.Add(time.Second)
+	f.admit("r2", "w2")
+	check := func(m *Machine) {
+		t.Helper()
+		w, ok := m.LatestRevisionWork("r1", WorkActivate)
+		require.True(t, ok)
+		require.Equal(t, "w1", w.ID)
+		require.Equal(t, WorkCompleted, w.State)
+		w, ok = m.LatestRevisionWork("r2", WorkActivate)
+		require.True(t, ok)
+		require.Equal(t, "w2", w.ID)
+		_, ok = m.LatestRevisionWork("r2", WorkDelete)
+		require.False(t, ok, "no work of that kind")
+		_, ok = m.LatestRevisionWork("nope", WorkActivate)
+		require.False(t, ok)
+		var open []Work
+		for _, w := range m.WorkItems(WorkFilter{AgentID: "a1", Kind: WorkActivate}) {
+			if w.State == WorkQueued || w.State == WorkClaimed {
+				open = append(open, w)
+			}
+		}
+		require.Equal(t, open, m.OpenWorkItems(WorkFilter{AgentID: "a1", Kind: WorkActivate}))
+		require.Len(t, open, 1)
+	}
+	check(f.m)
+	b, err := f.m.MarshalSnapshot()
+	require.NoError(t, err)
+	restored := NewMachine()
+	require.NoError(t, restored.RestoreSnapshot(b))
+	check(restored)
+}

@@ -164,6 +164,39 @@ func (m *Machine) WorkItems(f WorkFilter) []Work {
 	}, func(w Work) Work { return w }, workOrder)
 }
 
+// LatestRevisionWork returns revision revID's latest work of kind (by
+// CreatedAt, then ID), reading only that revision's work: a revision's view
+// costs the same however long the work history grows.
+func (m *Machine) LatestRevisionWork(revID, kind string) (Work, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var latest Work
+	found := false
+	for _, id := range m.d.revWork[revID] {
+		if w := m.d.work[id]; w.Kind == kind && (!found || workOrder(w, latest) > 0) {
+			latest, found = w, true
+		}
+	}
+	return latest, found
+}
+
+// OpenWorkItems is WorkItems restricted to queued and claimed work, read
+// from the open-work index instead of the whole history.
+func (m *Machine) OpenWorkItems(f WorkFilter) []Work {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []Work
+	for id := range m.d.open {
+		w := m.d.work[id]
+		if (f.State == "" || w.State == f.State) && (f.Kind == "" || w.Kind == f.Kind) &&
+			(f.AgentID == "" || w.AgentID == f.AgentID) {
+			out = append(out, w)
+		}
+	}
+	slices.SortFunc(out, workOrder)
+	return out
+}
+
 func workOrder(a, b Work) int {
 	return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 }

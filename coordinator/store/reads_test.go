@@ -12,20 +12,32 @@ import (
 
 func TestReadBarrierAndIndexes(t *testing.T) {
 	nodes := cluster(t, 3)
-	leader := waitLeader(t, nodes)
 	for i := range 10 {
-		createNS(t, leader.s, i)
+		createNS(t, nodes, i)
 	}
-	last := leader.s.AppliedIndex()
-	i, err := leader.s.ReadBarrier(ctxT(t))
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, i, last, "a linearizable read sees every acknowledged write")
-	for _, n := range nodes {
-		if n == leader {
-			continue
+	// Within one leader's term: the leader's barrier passes what it applied,
+	// a follower's is refused.
+	var last, i uint64
+	followerErrs := map[string]error{}
+	leader := steady(t, nodes, func(l *node) error {
+		last = l.s.AppliedIndex()
+		var err error
+		if i, err = l.s.ReadBarrier(ctxT(t)); err != nil {
+			return err
 		}
-		_, err := n.s.ReadBarrier(ctxT(t))
-		require.ErrorIs(t, err, ErrNotLeader)
+		for _, n := range nodes {
+			if n != l {
+				_, followerErrs[n.cfg.NodeID] = n.s.ReadBarrier(ctxT(t))
+			}
+		}
+		return nil
+	})
+	require.GreaterOrEqual(t, i, last, "a linearizable read sees every acknowledged write")
+	require.Len(t, followerErrs, len(nodes)-1)
+	for id, err := range followerErrs {
+		require.ErrorIs(t, err, ErrNotLeader, id)
+	}
+	for _, n := range nodes {
 		got, err := n.s.WaitApplied(ctxT(t), last)
 		require.NoError(t, err)
 		require.GreaterOrEqual(t, got, last)
@@ -45,12 +57,12 @@ func TestReadBarrierAndIndexes(t *testing.T) {
 		t.Fatalf("woke at %d without an apply", i)
 	case <-time.After(50 * time.Millisecond):
 	}
-	createNS(t, leader.s, 99)
+	createNS(t, nodes, 99)
 	require.Greater(t, <-woke, at)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = f.WaitApplied(ctx, f.AppliedIndex()+1000)
+	_, err := f.WaitApplied(ctx, f.AppliedIndex()+1000)
 	require.ErrorIs(t, err, context.Canceled)
 }
 
@@ -58,15 +70,20 @@ func TestReadBarrierAndIndexes(t *testing.T) {
 // leader's commit index and trails it by at most ReadyMaxLag entries.
 func TestFollowerFreshness(t *testing.T) {
 	nodes := cluster(t, 3)
+	createNS(t, nodes, 1)
+	// Fresh allows a lag of ReadyMaxLag entries: wait until every member
+	// applied the namespace too, so the comparison below is about the
+	// commit index the follower heard, not one that has applied nothing yet.
+	converged(t, nodes)
 	leader := waitLeader(t, nodes)
-	createNS(t, leader.s, 1)
-	f := nodes[2]
-	// Fresh allows a lag of ReadyMaxLag entries: wait for the follower to
-	// have applied the namespace too, so the comparison below is about the
-	// commit index it heard, not a follower that has applied nothing yet.
-	want := leader.s.AppliedIndex()
-	require.Eventually(t, func() bool { return f.s.Fresh() == nil && f.s.AppliedIndex() >= want },
-		waitFor, 10*time.Millisecond)
+	var followers []*node
+	for _, n := range nodes {
+		if n != leader {
+			followers = append(followers, n)
+		}
+	}
+	f, g := followers[0], followers[1]
+	require.Eventually(t, func() bool { return f.s.Fresh() == nil }, waitFor, 10*time.Millisecond)
 	c, ok := f.s.LeaderCommit()
 	require.True(t, ok)
 	require.GreaterOrEqual(t, c, f.s.AppliedIndex()-1)
@@ -77,8 +94,11 @@ func TestFollowerFreshness(t *testing.T) {
 	require.ErrorIs(t, f.s.Fresh(), ErrNotReady)
 	require.ErrorContains(t, f.s.Ready(ctxT(t)), "committed entries")
 
-	// A stopped leader's announcements go stale within the heartbeat timeout.
-	g := nodes[1]
+	// A stopped leader's announcements go stale within the heartbeat
+	// timeout (the leader of the moment: it may have changed meanwhile).
+	if now := waitLeader(t, nodes); now != leader {
+		g, leader = leader, now // the former leader follows now (and is not f)
+	}
 	require.Eventually(t, func() bool { return g.s.Fresh() == nil }, waitFor, 10*time.Millisecond)
 	require.NoError(t, leader.s.Close())
 	require.Eventually(t, func() bool { return g.s.Fresh() != nil }, waitFor, 10*time.Millisecond)
@@ -90,7 +110,7 @@ func TestRestartedMemberReplaysBeforeServing(t *testing.T) {
 	n := newNode(t, "n1", true)
 	waitLeader(t, []*node{n})
 	for i := range 20 {
-		createNS(t, n.s, i)
+		createNS(t, []*node{n}, i)
 	}
 	last := n.s.LastIndex()
 	require.NoError(t, n.s.Close())

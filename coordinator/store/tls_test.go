@@ -73,14 +73,19 @@ func TestRaftMutualTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	require.NoError(t, n1.s.Join(ctx, "n2", n2.s.RaftAddr(), n2.cfg.HTTPAddr))
-	createNS(t, n1.s, 1)
+	createNS(t, []*node{n1, n2}, 1)
 	converged(t, []*node{n1, n2})
 	require.NotZero(t, n2.s.Machine().Applied())
 
 	// The foreign member is added to the configuration (as a non-voter, so
 	// the cluster keeps its quorum): the leader still sends it nothing.
-	require.NoError(t, n1.s.raft.AddNonvoter("x", raft.ServerAddress(x.s.RaftAddr()), 0, waitFor).Error())
-	createNS(t, n1.s, 2)
+	require.NoError(t, onLeader(t, []*node{n1, n2}, func(l *node) error { // adding it again changes nothing
+		if err := l.s.raft.AddNonvoter("x", raft.ServerAddress(x.s.RaftAddr()), 0, waitFor).Error(); err != nil {
+			return l.s.raftErr(err, false)
+		}
+		return nil
+	}))
+	createNS(t, []*node{n1, n2}, 2)
 	converged(t, []*node{n1, n2})
 	// Replication to x fails on the handshake: it applies nothing.
 	require.Never(t, func() bool { return x.s.Machine().Applied() > 0 }, 3*time.Second, 50*time.Millisecond)

@@ -7,8 +7,8 @@ package wire
 // through the compute driver), never assumed.
 const (
 	AgentServing    = "serving"    // the active revision is observed ready
-	AgentActivating = "activating" // a revision is being activated, or the active one is not observed yet
-	AgentDegraded   = "degraded"   // the active revision is observed not ready (or held)
+	AgentActivating = "activating" // a revision is being activated, or the active one is not observed serving since its cutover yet
+	AgentDegraded   = "degraded"   // the active revision served and is now observed not ready, or is held
 	AgentFailed     = "failed"     // no active revision; the latest one failed
 	AgentStopped    = "stopped"    // no active revision, nothing failed
 	AgentDeleting   = "deleting"

@@ -84,6 +84,8 @@ type Driver struct {
 
 	wsOnce sync.Once
 	wsp    *workspaces // workspace.go
+
+	shared *sharedDir // shared.go; nil keeps records in this process
 }
 
 var _ compute.Driver = (*Driver)(nil)
@@ -152,10 +154,7 @@ func (d *Driver) Observe(revID string, obs compute.Observation) {
 // ComeBack simulates a stopped runtime started again behind the engine's
 // back (a lost claim's late write): the next StopRevision reports CameBack.
 func (d *Driver) ComeBack(revID string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	r := d.runtime(revID)
-	r.Running = true
+	_ = d.record(revID, "", func(r *Runtime, _ *string) { r.Running = true })
 }
 
 // SetHook installs h for op (nil removes it).
@@ -191,19 +190,16 @@ func (d *Driver) CallsOf(op Op) []string {
 
 // Runtime returns a copy of revID's runtime record.
 func (d *Driver) Runtime(revID string) Runtime {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if r, ok := d.runtimes[revID]; ok {
-		return *r
-	}
-	return Runtime{}
+	var out Runtime
+	_ = d.record(revID, "", func(r *Runtime, _ *string) { out = *r })
+	return out
 }
 
 // Route returns the revision the Agent's stable endpoint routes to.
 func (d *Driver) Route(agentID string) string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.routes[agentID]
+	var out string
+	_ = d.record("", agentID, func(_ *Runtime, route *string) { out = *route })
+	return out
 }
 
 // CredentialsDeleted reports whether DeleteAgentRuntimeCredentials succeeded
@@ -268,11 +264,7 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 	if err := d.begin(ctx, OpPrepare, rev.ID); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	r := d.runtime(rev.ID)
-	r.Prepared, r.Running, r.Retired = true, true, false
-	return nil
+	return d.record(rev.ID, "", func(r *Runtime, _ *string) { r.Prepared, r.Running, r.Retired = true, true, false })
 }
 
 // ObserveRevision implements compute.Driver.
@@ -280,22 +272,26 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 	if err := d.begin(ctx, OpObserve, rev.ID); err != nil {
 		return compute.Observation{}, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if h, ok := d.held[rev.ID]; ok {
-		return h, nil
-	}
-	r := d.runtime(rev.ID)
-	if !r.Prepared || !r.Running {
-		return compute.Observation{Reason: "not-running"}, nil
-	}
-	if n := d.readyIn[rev.ID]; n != 0 {
-		if n > 0 {
-			d.readyIn[rev.ID] = n - 1
+	var obs compute.Observation
+	err := d.record(rev.ID, "", func(r *Runtime, _ *string) {
+		if h, ok := d.held[rev.ID]; ok {
+			obs = h
+			return
 		}
-		return compute.Observation{Reason: "starting"}, nil
-	}
-	return compute.Observation{Ready: true}, nil
+		if !r.Prepared || !r.Running {
+			obs = compute.Observation{Reason: "not-running"}
+			return
+		}
+		if n := d.readyIn[rev.ID]; n != 0 {
+			if n > 0 {
+				d.readyIn[rev.ID] = n - 1
+			}
+			obs = compute.Observation{Reason: "starting"}
+			return
+		}
+		obs = compute.Observation{Ready: true}
+	})
+	return obs, err
 }
 
 // ActivateRevision implements compute.Driver: the Agent's route moves.
@@ -303,12 +299,10 @@ func (d *Driver) ActivateRevision(ctx context.Context, rev state.Revision) error
 	if err := d.begin(ctx, OpActivate, rev.ID); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.routes[rev.AgentID] = rev.ID
-	r := d.runtime(rev.ID)
-	r.Running = true
-	return nil
+	return d.record(rev.ID, rev.AgentID, func(r *Runtime, route *string) {
+		*route = rev.ID
+		r.Running = true
+	})
 }
 
 // StopRevision implements compute.Driver.
@@ -316,14 +310,17 @@ func (d *Driver) StopRevision(ctx context.Context, rev state.Revision) (compute.
 	if err := d.begin(ctx, OpStop, rev.ID); err != nil {
 		return compute.StopResult{}, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	r := d.runtime(rev.ID)
-	res := compute.StopResult{Stopped: true, CameBack: r.Running && r.Stops > 0}
-	if r.Running {
-		r.Stops++
+	var res compute.StopResult
+	err := d.record(rev.ID, "", func(r *Runtime, _ *string) {
+		res = compute.StopResult{Stopped: true, CameBack: r.Running && r.Stops > 0}
+		if r.Running {
+			r.Stops++
+		}
+		r.Running = false
+	})
+	if err != nil {
+		return compute.StopResult{}, err
 	}
-	r.Running = false
 	return res, nil
 }
 
@@ -332,14 +329,12 @@ func (d *Driver) RetireRevision(ctx context.Context, rev state.Revision) error {
 	if err := d.begin(ctx, OpRetire, rev.ID); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	r := d.runtime(rev.ID)
-	r.Running, r.Retired = false, true
-	if d.routes[rev.AgentID] == rev.ID {
-		delete(d.routes, rev.AgentID)
-	}
-	return nil
+	return d.record(rev.ID, rev.AgentID, func(r *Runtime, route *string) {
+		r.Running, r.Retired = false, true
+		if *route == rev.ID {
+			*route = ""
+		}
+	})
 }
 
 // DeleteAgentRuntimeCredentials implements compute.Driver.

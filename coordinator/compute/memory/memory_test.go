@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -106,4 +108,44 @@ func TestCapabilities(t *testing.T) {
 	code, perm = compute.ErrorCode(errors.New("x"), codes.TransientDependency)
 	require.Equal(t, codes.TransientDependency, code)
 	require.False(t, perm)
+}
+
+// TestSharedDriver: two drivers over one directory (two coordinator
+// processes of a test) see the same runtimes and routes, so a new leader
+// observes what its predecessor started; their call logs stay their own.
+func TestSharedDriver(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	old, err := NewShared(DefaultCapabilities(), dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, old.Close()) })
+	r1 := state.Revision{ID: "r1", AgentID: "a1"}
+	r2 := state.Revision{ID: "../r2", AgentID: "a/1"} // ids are never paths
+	require.NoError(t, old.PrepareRevision(ctx, r1))
+	require.NoError(t, old.ActivateRevision(ctx, r1))
+
+	next, err := NewShared(DefaultCapabilities(), dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, next.Close()) })
+	obs, err := next.ObserveRevision(ctx, r1)
+	require.NoError(t, err)
+	require.True(t, obs.Ready, "the runtime the other process started is observed ready")
+	require.Equal(t, "r1", next.Route("a1"))
+	require.NoError(t, next.PrepareRevision(ctx, r2))
+	require.NoError(t, next.ActivateRevision(ctx, r2))
+	require.Equal(t, "../r2", old.Route("a/1"))
+	res, err := next.StopRevision(ctx, r1)
+	require.NoError(t, err)
+	require.Equal(t, compute.StopResult{Stopped: true}, res)
+	old.ComeBack("r1")
+	res, err = next.StopRevision(ctx, r1)
+	require.NoError(t, err)
+	require.Equal(t, compute.StopResult{Stopped: true, CameBack: true}, res, "a come-back through the other process is seen")
+	require.NoError(t, old.RetireRevision(ctx, r1))
+	require.Empty(t, next.Route("a1"))
+	require.Equal(t, Runtime{Prepared: true, Stops: 2, Retired: true}, next.Runtime("r1"))
+	require.Equal(t, []Call{{OpPrepare, "r1"}, {OpActivate, "r1"}, {OpRetire, "r1"}}, old.Calls())
+	entries, err := os.ReadDir(filepath.Join(dir, "runtimes"))
+	require.NoError(t, err)
+	require.Len(t, entries, 2, "one record file per revision, no temporary left")
 }

@@ -78,10 +78,10 @@ func answer(status int, v any) (int, []byte, error) {
 
 // CallGateway implements compute.GatewayCaller.
 func (d *Driver) CallGateway(_ context.Context, rev state.Revision, method, route string, body []byte) (int, []byte, error) {
-	d.mu.Lock()
-	rt := d.runtimes[rev.ID]
-	running := rt != nil && rt.Running
-	d.mu.Unlock()
+	var running bool
+	if err := d.record(rev.ID, "", func(r *Runtime, _ *string) { running = r.Running }); err != nil {
+		return 0, nil, err
+	}
 	if !running {
 		return 0, nil, fmt.Errorf("%w: revision %s is not running", compute.ErrGatewayUnavailable, rev.ID)
 	}
