@@ -59,16 +59,23 @@ func getAgent(t testing.TB, name string) wire.Agent {
 	return a
 }
 
-// servingAgent reads the Agent until a member answers it serving (each occ
-// call may reach another member through the API Service; default reads
-// are bounded-stale), for at most 15 s after a deploy --wait saw it so.
+// servingAgent reads the Agent until a member answers it serving.
 func servingAgent(t testing.TB, name string) wire.Agent {
+	t.Helper()
+	return agentIn(t, name, wire.AgentServing)
+}
+
+// agentIn reads the Agent until a member answers it in state (each occ
+// call may reach another member through the API Service; default reads
+// are bounded-stale, docs/API.md), for at most 15 s after a deploy --wait
+// saw it so on one member.
+func agentIn(t testing.TB, name, state string) wire.Agent {
 	t.Helper()
 	var a wire.Agent
 	require.Eventually(t, func() bool {
 		a = getAgent(t, name)
-		return a.Status != nil && a.Status.State == wire.AgentServing
-	}, 15*time.Second, 200*time.Millisecond, "the Agent serving: %+v", &a)
+		return a.Status != nil && a.Status.State == state
+	}, 15*time.Second, 200*time.Millisecond, "the Agent %s: %+v", state, &a)
 	return a
 }
 

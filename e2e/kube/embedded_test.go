@@ -111,11 +111,10 @@ func TestEmbeddedOpenClaw(t *testing.T) {
 	failedAt := time.Now()
 	require.Equal(t, occ.ExitFailed, code, out)
 	require.Contains(t, out, string(codes.AuthenticationFailed), out)
-	a = getAgent(t, "emb")
+	a = agentIn(t, "emb", wire.AgentDegraded)
 	rev3 := a.ActiveRevisionID
 	require.NotEmpty(t, rev3)
 	require.NotEqual(t, rev2, rev3, "the candidate was cut over (Recreate) before its probe")
-	require.Equal(t, wire.AgentDegraded, a.Status.State)
 	require.Equal(t, string(codes.AuthenticationFailed), a.Status.HeldCode)
 	held := pods.of(kdriver.RoleGateway, rev3)
 	require.Len(t, held, 1)
