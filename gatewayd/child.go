@@ -18,7 +18,7 @@ import (
 	"oce.dev/oce/shared/supervise"
 )
 
-// Phase names recorded after startup (REFERENCE §1.2).
+// Phase names recorded after startup (docs/design/reference.md#s1-2).
 const (
 	PhaseGatewayRespawn      = "gateway-respawn"
 	PhasePeerStatusChanged   = "peer-status-changed"
@@ -103,7 +103,7 @@ func (g *Gatewayd) gatewayEnv(withSecrets bool) []string {
 		env = append(env, ManagedPasswordEnv+"="+g.cfg.Password)
 	}
 	if g.cfg.Topology == contract.Embedded && g.keyEnv != "" && g.cfg.ModelKey != "" {
-		// the combined gateway/Harness calls the model (seed 001)
+		// the combined gateway/Harness calls the model (docs/design/seed-001.md)
 		env = append(env, g.keyEnv+"="+g.cfg.ModelKey)
 	}
 	return env

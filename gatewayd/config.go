@@ -31,7 +31,7 @@ const (
 	RenderedConfigName = "openclaw.json"
 )
 
-// Seed and reference deadlines (REFERENCE §1.3, §1.4, §5). Tests inject
+// Seed and reference deadlines (docs/design/reference.md#s1-3, docs/design/reference.md#s1-4, docs/design/reference.md#s5). Tests inject
 // shorter ones through Policy.
 const (
 	MaxRespawns        = 5

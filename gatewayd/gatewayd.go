@@ -1,5 +1,5 @@
 // Package gatewayd is the Gateway container's supervisor around the real
-// OpenClaw gateway (seeds 000–003, REFERENCE §1.3, §1.4, §1.7, §1.8, §5):
+// OpenClaw gateway (seeds 000–003, docs/design/reference.md#s1-3, docs/design/reference.md#s1-4, docs/design/reference.md#s1-7, docs/design/reference.md#s1-8, docs/design/reference.md#s5):
 // it runs the startup phases in order, each logged as one runtime.startup_phase
 // record (status server, model-probe, workspace-setup, runtime-assets,
 // peer-plugin-status, configure, plugin-install, state-migration,

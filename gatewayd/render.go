@@ -21,7 +21,7 @@ var ErrAdmittedConfig = errors.New("gatewayd: unusable admitted configuration")
 // ManagedPasswordEnv is the variable a managed gateway password travels in.
 const ManagedPasswordEnv = contract.EnvGatewayPassword
 
-// NodeCommands is the workspace node's command allow-list (REFERENCE §1.3).
+// NodeCommands is the workspace node's command allow-list (docs/design/reference.md#s1-3).
 var NodeCommands = []string{"file.fetch", "file.stat", "file.write", "file.create", "dir.list",
 	"workspace.memory", "workspace.skills"}
 

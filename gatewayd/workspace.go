@@ -29,7 +29,7 @@ import (
 // pinned workspace node's file commands do, invoked through the gateway so
 // its command allow-list and file-transfer policy apply, then the node's own
 // path policy and bindings. A dedicated Gateway never falls back to a local
-// copy (seed 003): without its node the documents are unavailable.
+// copy (docs/design/seed-003.md): without its node the documents are unavailable.
 
 // WorkspaceRequestTimeout bounds one workspace route, gateway calls included.
 const WorkspaceRequestTimeout = 30 * time.Second

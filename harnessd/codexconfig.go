@@ -49,7 +49,7 @@ func tomlString(s string) string {
 }
 
 // RenderCodexConfig renders the host-owned config.toml of the app-server
-// (seed 001, REFERENCE §1.5, CODEX.md §3): the provider from the admitted
+// (docs/design/seed-001.md, docs/design/reference.md#s1-5, docs/design/codex.md#s3): the provider from the admitted
 // configuration (a custom endpoint through model_providers with
 // wire_api = "responses" and the key from auth.json), analytics off,
 // plugins/apps/remote_plugin off unless plugins are selected, no endless

@@ -16,7 +16,7 @@ import (
 	"oce.dev/oce/shared/status"
 )
 
-// Login modes (CODEX_LOGIN_MODE, REFERENCE §3).
+// Login modes (CODEX_LOGIN_MODE, docs/design/reference.md#s3).
 const (
 	LoginAPIKey         = contract.LoginAPIKey
 	LoginCodexPAT       = contract.LoginCodexPAT
@@ -61,7 +61,7 @@ const (
 	SecretPluginStatusKey = contract.SecretPluginStatusKey
 )
 
-// Defaults (in-container paths, REFERENCE §1.5).
+// Defaults (in-container paths, docs/design/reference.md#s1-5).
 const (
 	DefaultCodexHome     = contract.PathCodexHome
 	DefaultWorkspace     = contract.PathWorkspace
@@ -72,7 +72,7 @@ const (
 
 // CredentialEnv names every variable that can carry a credential; all are
 // removed from harnessd's environment as soon as the configuration is read,
-// before any child is spawned (REFERENCE §3).
+// before any child is spawned (docs/design/reference.md#s3).
 var CredentialEnv = []string{
 	EnvAPIKey, EnvAccessToken, EnvAppServerToken, contract.EnvCodexAPIKey, contract.EnvAnthropicAPIKey,
 	contract.EnvGatewayPassword, contract.EnvPluginStatusKey,

@@ -12,7 +12,7 @@ import (
 
 // Where credentials live (docs/credentials.md). CODEX_HOME holds Codex's
 // login state (auth.json) and is ephemeral: every login mode harnessd
-// supports is an API key or an access token, whose state seed 001 keeps
+// supports is an API key or an access token, whose state docs/design/seed-001.md keeps
 // ephemeral, so harnessd empties CODEX_HOME at every start, logs in again
 // from the Secret, and empties it again on a hold or a stop. Codex's thread
 // history (its SQLite state and session rollouts) is durable only in

@@ -376,7 +376,7 @@ func TestAppServerExitEndsHarnessd(t *testing.T) {
 }
 
 // The access-token login with the real Codex: 0.169.0 accepts only an agent
-// identity JWT (CODEX.md §2), so an opaque at- token fails locally, once
+// identity JWT (docs/design/codex.md#s2), so an opaque at- token fails locally, once
 // (only timeouts are retried), and is held as LOGIN_FAILED before any model
 // call.
 func TestAccessTokenLoginRejectedByRealCodex(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"oce.dev/oce/shared/supervise"
 )
 
-// Login budgets (REFERENCE §3).
+// Login budgets (docs/design/reference.md#s3).
 const (
 	// LoginAttemptTimeout bounds one `codex login` process.
 	LoginAttemptTimeout = 30 * time.Second

@@ -53,7 +53,7 @@ type nativeDoc struct {
 // ParseNativeConfig reads the primary model and its endpoint from the
 // admitted native configuration: the JSON document itself, or the path of
 // a file holding it. Dedicated Codex accepts only the codex and openai
-// providers (seed 001); a provider with a baseUrl is a custom endpoint.
+// providers (docs/design/seed-001.md); a provider with a baseUrl is a custom endpoint.
 // override, when set, points a configuration without a custom endpoint at
 // another Responses base URL (the offline fake provider).
 func ParseNativeConfig(src, override string) (Model, error) {

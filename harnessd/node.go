@@ -12,7 +12,7 @@ import (
 	"oce.dev/oce/shared/supervise"
 )
 
-// Companion workspace node timing (REFERENCE §1.6).
+// Companion workspace node timing (docs/design/reference.md#s1-6).
 const (
 	// NodeRestartDelay is the pause before a nodehost that exited is started again.
 	NodeRestartDelay = time.Second

@@ -10,7 +10,7 @@ import (
 	"oce.dev/oce/shared/status"
 )
 
-// Plugin install budgets (REFERENCE §1.5).
+// Plugin install budgets (docs/design/reference.md#s1-5).
 const (
 	PluginInstallDeadline = 60 * time.Second
 	PluginRequestTimeout  = 10 * time.Second

@@ -6,7 +6,7 @@
 // plugins, publishes readiness and the plugin status the Gateway peer reads,
 // and supervises the companion workspace node. Any startup failure is held:
 // published on the status server, never retried, the process alive and
-// unready until it is stopped (REFERENCE §1.5, §1.7, §1.8; seed 001).
+// unready until it is stopped (docs/design/reference.md#s1-5, docs/design/reference.md#s1-7, docs/design/reference.md#s1-8; docs/design/seed-001.md).
 package harnessd
 
 import (

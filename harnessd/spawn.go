@@ -20,7 +20,7 @@ import (
 // App-server start budgets.
 const (
 	// DefaultAppServerStartTimeout bounds the wait for the app-server's
-	// /readyz after spawn (measured ~0.8 s, CODEX.md §6; a cold container
+	// /readyz after spawn (measured ~0.8 s, docs/design/codex.md#s6; a cold container
 	// on a loaded node is slower).
 	DefaultAppServerStartTimeout = 60 * time.Second
 	// appReadyPoll is the /readyz poll interval during startup: short, since

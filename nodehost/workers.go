@@ -18,7 +18,7 @@ import (
 	"oce.dev/oce/shared/contract"
 )
 
-// Worker admission bounds (seed 001: default 8, configurable 1–1024).
+// Worker admission bounds (docs/design/seed-001.md: default 8, configurable 1–1024).
 const (
 	DefaultWorkerCapacity = 8
 	MaxWorkerCapacity     = 1024

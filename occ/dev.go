@@ -24,7 +24,7 @@ const (
 	DevReadyTimeout = 120 * time.Second
 	// DevStopTimeout bounds `occ dev down`'s wait for the coordinator, which
 	// stops every runtime on the way out: the Gateway's 340 s stop budget
-	// plus the Harness's 120 s (REFERENCE §5.3).
+	// plus the Harness's 120 s (docs/design/reference.md#s5-3).
 	DevStopTimeout = 460 * time.Second
 	// DevProviderTimeout bounds the wait for the fake provider's port.
 	DevProviderTimeout = 30 * time.Second

@@ -45,7 +45,7 @@ const exitCodesHelp = `Exit codes:
 const DefaultPollInterval = 500 * time.Millisecond
 
 // DefaultWaitTimeout bounds deploy --wait; the convergence window of revision
-// work is 900 s (REFERENCE §6.1), so wait as long.
+// work is 900 s (docs/design/reference.md#s6-1), so wait as long.
 const DefaultWaitTimeout = 900 * time.Second
 
 // DefaultRequestTimeout bounds one non-streaming command.

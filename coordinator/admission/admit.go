@@ -74,7 +74,7 @@ func Admit(in Input) (Output, error) {
 	if err != nil {
 		return Output{}, err
 	}
-	// Platform logging is stamped before validation (seed 001). It touches
+	// Platform logging is stamped before validation (docs/design/seed-001.md). It touches
 	// only logging and diagnostics, which d does not read.
 	stampLogging(tree, level)
 	if err := validateDocument(d); err != nil {

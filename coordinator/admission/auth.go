@@ -9,7 +9,7 @@ import (
 	"oce.dev/oce/shared/modelref"
 )
 
-// harnessAuth methods (seed 001, REFERENCE §7.4).
+// harnessAuth methods (docs/design/seed-001.md, docs/design/reference.md#s7-4).
 const (
 	AuthAPIKey                = "api_key"
 	AuthCodexPAT              = "codex_pat"
@@ -31,7 +31,7 @@ const (
 type AuthSupport map[contract.Topology][]string
 
 // KubernetesAuthSupport is what the Kubernetes Compute driver supports: the
-// binding table of seed 001. It never supports runtime (SSH only).
+// binding table of docs/design/seed-001.md. It never supports runtime (SSH only).
 func KubernetesAuthSupport() AuthSupport {
 	return AuthSupport{
 		contract.Embedded:          {AuthAPIKey},
@@ -126,7 +126,7 @@ func checkAuthProvider(t contract.Topology, res resolution) error {
 }
 
 // credentialEnv matches configuration env keys that would bypass the
-// binding (REFERENCE §3).
+// binding (docs/design/reference.md#s3).
 var credentialEnv = regexp.MustCompile(`(?i)^(?:OPENAI_|ANTHROPIC_|CODEX_(?:ACCESS_TOKEN|CHATGPT_WORKSPACE_ID|LOGIN_MODE)$)`)
 
 var credentialHeader = regexp.MustCompile(`(?i)^(?:authorization|api-key|x-api-key)$`)

@@ -1,7 +1,7 @@
 // Package admission is deployment admission for oce, a pure function from
 // (Agent, Configuration, Installation, Compute driver capabilities) to the
 // admitted native document an AgentRevision freezes, or a closed-code
-// refusal. It implements seed 001 (Harness execution) and REFERENCE §3/§7:
+// refusal. It implements docs/design/seed-001.md (Harness execution) and docs/design/reference.md#s3, docs/design/reference.md#s7:
 // model references, agentRuntime policy resolution, the allowed (Harness,
 // mode) pairs, the harnessAuth binding table, the driver env guard, the
 // custom-endpoint compile and the platform logging stamp. It does no I/O,

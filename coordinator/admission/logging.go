@@ -8,7 +8,7 @@ var logLevels = map[string]bool{
 	"silent": true, "fatal": true, "error": true, "warn": true, "info": true, "debug": true, "trace": true,
 }
 
-// stampLogging applies the platform-owned native logging policy (seed 001):
+// stampLogging applies the platform-owned native logging policy (docs/design/seed-001.md):
 // logging.level and a matching logging.consoleLevel, JSON console style,
 // native OTLP log export off (diagnostics.otel.logs=false), and no retired
 // logging.redactSensitive key (redaction is always on in the runtime).

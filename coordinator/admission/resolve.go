@@ -72,8 +72,8 @@ func matchingSelectable(models map[string]ModelEntry, selected *modelref.Ref, pa
 	return true, nil
 }
 
-// resolveHarness applies seed 001's runtime policy resolution (REFERENCE
-// §7.1, §7.2) to a decoded document.
+// resolveHarness applies docs/design/seed-001.md's runtime policy resolution
+// (docs/design/reference.md#s7-1, #s7-2) to a decoded document.
 func resolveHarness(d Document) (resolution, error) {
 	var candidates []candidate
 	var defaultSel []modelref.Ref

@@ -1,7 +1,7 @@
 package admission
 
 // Rule names carried in Error.Details["rule"]. Each names one admission rule
-// (seed 001, REFERENCE §3 and §7); tests are keyed by them.
+// (docs/design/seed-001.md, docs/design/reference.md#s3 and docs/design/reference.md#s7); tests are keyed by them.
 const (
 	RuleDocumentSyntax     = "document-syntax"       // not one well-formed, duplicate-free JSON object within limits
 	RuleDocumentShape      = "document-shape"        // a setting oce reads has the wrong JSON type

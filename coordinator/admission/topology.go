@@ -5,7 +5,7 @@ import (
 	"oce.dev/oce/shared/contract"
 )
 
-// checkTopology enforces the allowed (Harness, mode) pairs of seed 001 and
+// checkTopology enforces the allowed (Harness, mode) pairs of docs/design/seed-001.md and
 // returns the admitted topology.
 func checkTopology(harness, mode string, inst state.Installation) (contract.Topology, error) {
 	switch mode {

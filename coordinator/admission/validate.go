@@ -142,7 +142,7 @@ func validateEndpoint(baseURL, api *string, path string, provider bool) error {
 
 // schemaView is the document the schema sees: without the retired
 // logging.redactSensitive key, which the platform logging stamp removes
-// from every admitted revision (seed 001) before the runtime reads it, and
+// from every admitted revision (docs/design/seed-001.md) before the runtime reads it, and
 // without the legacy keys the runtime migrates before its own check.
 func schemaView(doc []byte) []byte {
 	var tree map[string]any

@@ -11,7 +11,7 @@ import (
 )
 
 // deployAgent authorizes the deploy of the exact Agent and every reference
-// it uses (seed 002: its ServicePrincipal and credential source each get
+// it uses (docs/design/seed-002.md: its ServicePrincipal and credential source each get
 // their own decision), runs admission on the leader against the Agent, its
 // Configuration and the installation, enforces the Restrictions on the
 // admitted facts, then freezes the revision (with the Agent's

@@ -9,7 +9,7 @@ import (
 	"oce.dev/oce/coordinator/state"
 )
 
-// installation reports the capabilities of seed 001: the OpenClaw execution
+// installation reports the capabilities of docs/design/seed-001.md: the OpenClaw execution
 // modes an Agent can deploy in (embedded always; dedicated only with a
 // qualifying SandboxDriver and native-worker support), nativeWorkers only
 // with a qualifying SandboxDriver, and sandboxDriverUnavailable during a
@@ -31,7 +31,7 @@ func (s *server) describeInstallation(inst state.Installation) wire.Installation
 	if d.supports(state.HarnessOpenClaw, state.ModeEmbedded) {
 		out.Capabilities.OpenClaw.ExecutionModes = append(out.Capabilities.OpenClaw.ExecutionModes, state.ModeEmbedded)
 	}
-	// Dedicated native OpenClaw needs a qualifying SandboxDriver (seed 001);
+	// Dedicated native OpenClaw needs a qualifying SandboxDriver (docs/design/seed-001.md);
 	// without one nativeWorkers is omitted.
 	if inst.SandboxDriver != "" {
 		if inst.NativeWorkerSupport != "" {

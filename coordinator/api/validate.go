@@ -35,7 +35,7 @@ func validName(kind, name string) error {
 	return nil
 }
 
-// Harness auth methods and credential kinds the API accepts (REFERENCE §7.4).
+// Harness auth methods and credential kinds the API accepts (docs/design/reference.md#s7-4).
 var (
 	authMethods = map[string]bool{"api_key": true, "codex_pat": true, "chatgpt_service_account": true,
 		"oauth": true, "credential_source": true, "runtime": true}

@@ -15,7 +15,7 @@ import (
 	"oce.dev/oce/shared/contract"
 )
 
-// The Agent's workspace documents (seed 003): the four documents of the
+// The Agent's workspace documents (docs/design/seed-003.md): the four documents of the
 // workspace files editor, read and written through the Agent's serving
 // Gateway (compute.GatewayCaller → the Gateway's workspace routes), which
 // uses its own workspace (embedded) or the enrolled node's (dedicated).

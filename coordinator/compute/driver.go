@@ -99,7 +99,7 @@ type Observation struct {
 	Ready  bool
 	Reason string // short, closed-vocabulary reason when not ready
 	// HeldCode is the runtime diagnostic code of a held startup failure
-	// (REFERENCE §1.8); empty when nothing is held. A held revision never
+	// (docs/design/reference.md#s1-8); empty when nothing is held. A held revision never
 	// becomes ready by itself, so the engine fails it at once.
 	HeldCode codes.Code
 	Cause    *codes.Cause // kept for MODEL_PROBE_FAILED

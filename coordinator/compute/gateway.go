@@ -10,7 +10,7 @@ import (
 // GatewayCaller is optionally implemented by a driver that can reach the
 // coordinator routes (shared/contract Route…) of the status server of the
 // Gateway running a revision, with the Agent's status bearer: the workspace
-// documents (seed 003) travel this way, coordinator → Gateway → workspace.
+// documents (docs/design/seed-003.md) travel this way, coordinator → Gateway → workspace.
 type GatewayCaller interface {
 	// CallGateway sends one request (body may be nil) to rev's running
 	// Gateway and returns the answer's status and body (at most

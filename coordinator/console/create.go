@@ -10,7 +10,7 @@ import (
 )
 
 // banner is a warning every page of a Namespace shows while the
-// installation cannot do all it normally can (seed 001: a Driver outage).
+// installation cannot do all it normally can (docs/design/seed-001.md: a Driver outage).
 type banner struct {
 	SandboxUnavailable bool
 	NoCompute          bool
@@ -37,7 +37,7 @@ const (
 	choiceCodexDedicated    = "codex/dedicated"
 )
 
-// runtimeChoices offers what GET /v1/installation lists (seed 001): OpenClaw
+// runtimeChoices offers what GET /v1/installation lists (docs/design/seed-001.md): OpenClaw
 // in each listed execution mode — Dedicated OpenClaw is withheld unless
 // listed — and dedicated Codex when the compute driver runs it.
 func runtimeChoices(inst wire.Installation) []runtimeChoice {

@@ -34,7 +34,7 @@ func (e *Engine) validate(w state.Work, rollback bool) (state.Agent, state.Revis
 	if r.Status != state.RevisionPending && !recovering && !rollback {
 		return a, r, codes.InvalidAdmittedRevision, "revision is " + r.Status
 	}
-	// A revision may freeze only an approved topology (REFERENCE §7.3), and
+	// A revision may freeze only an approved topology (docs/design/reference.md#s7-3), and
 	// the driver must support it: SupportsTopology checks both.
 	if !e.caps.SupportsTopology(r.Harness.ID, r.Mode) {
 		return a, r, codes.HarnessDescriptorMismatch, fmt.Sprintf("topology %s/%s is not supported", r.Harness.ID, r.Mode)
@@ -49,7 +49,7 @@ func (e *Engine) validate(w state.Work, rollback bool) (state.Agent, state.Revis
 	return a, r, "", ""
 }
 
-// activate runs one pass of activate work (REFERENCE §6.2).
+// activate runs one pass of activate work (docs/design/reference.md#s6-2).
 func (e *Engine) activate(cl *claim) {
 	m := e.p.Machine()
 	rollbackFrom, rollback := m.RollbackOf(cl.work.ID)

@@ -1,7 +1,7 @@
 // Package engine is the activation engine. It runs on the Raft leader only:
 // it claims revision work under a lease, realizes it through a
-// compute.Driver, and records every step as a replicated command (seed 000
-// step 3, REFERENCE §6). A lost claim fails closed: nothing more is written.
+// compute.Driver, and records every step as a replicated command (docs/design/seed-000.md
+// step 3, docs/design/reference.md#s6). A lost claim fails closed: nothing more is written.
 package engine
 
 import (
@@ -20,7 +20,7 @@ import (
 	"oce.dev/oce/shared/codes"
 )
 
-// Defaults, with the reference worker's numbers (REFERENCE §6.1–6.2).
+// Defaults, with the reference worker's numbers (docs/design/reference.md#s6-1, docs/design/reference.md#s6-2).
 // DefaultConcurrency is this engine's own: an activation is a chain of
 // commit round trips, so throughput is concurrency ÷ chain latency, and
 // concurrent proposals share Raft's batched fsyncs (docs/PERFORMANCE.md).

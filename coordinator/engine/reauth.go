@@ -8,7 +8,7 @@ import (
 	"oce.dev/oce/shared/codes"
 )
 
-// Reauthorizer rechecks claimed work before any compute effect (seed 000:
+// Reauthorizer rechecks claimed work before any compute effect (docs/design/seed-000.md:
 // "Claim and reauthorize revision work"): the work's original actor may
 // still do it and the ownership it relies on still holds. coordinator/iam
 // implements it.

@@ -9,7 +9,7 @@ import (
 	"oce.dev/oce/shared/codes"
 )
 
-// stop runs stop work (REFERENCE §6.4): the active revision first, then the
+// stop runs stop work (docs/design/reference.md#s6-4): the active revision first, then the
 // Agent's other unretired revisions newest first (the driver stops each
 // Gateway before its Harness), then the compare-and-clear of the active
 // revision in CompleteStop.
@@ -52,7 +52,7 @@ func (e *Engine) stop(cl *claim) {
 	cl.log.Info("agent stopped")
 }
 
-// remove runs delete work (REFERENCE §6.4): retire every revision, delete the
+// remove runs delete work (docs/design/reference.md#s6-4): retire every revision, delete the
 // Agent's runtime credentials and claims, then remove its identity.
 func (e *Engine) remove(cl *claim) {
 	m := e.p.Machine()

@@ -20,7 +20,7 @@ import (
 // exact previous revision when its rollback policy says so.
 const (
 	// DefaultHealthInterval is how often active revisions are observed: the
-	// kubelet readiness probe's period is 2 s (REFERENCE §1.7).
+	// kubelet readiness probe's period is 2 s (docs/design/reference.md#s1-7).
 	DefaultHealthInterval = 2 * time.Second
 	// DefaultMaintenanceInterval is how often owed finalizations are
 	// requeued.

@@ -1,5 +1,5 @@
 // Package iam is the coordinator's authorization: the IAMDriver interface
-// the API and the activation engine ask (seed 002: "OCC authorizes
+// the API and the activation engine ask (docs/design/seed-002.md: "OCC authorizes
 // deployment of the exact Agent and enforces applicable Restrictions through
 // the authoritative IAMDriver"), its built-in Cedar driver (cedar.go) with
 // the built-in roles as Cedar policies and operator Restrictions as forbid

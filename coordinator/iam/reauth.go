@@ -51,8 +51,8 @@ func DeployContext(rev state.Revision, out admission.Output) map[string]any {
 	return ctx
 }
 
-// Reauthorizer rechecks claimed work before any compute effect (seed 000:
-// "Claim and reauthorize revision work"; seed 002: "Reauthorize original
+// Reauthorizer rechecks claimed work before any compute effect (docs/design/seed-000.md:
+// "Claim and reauthorize revision work"; docs/design/seed-002.md: "Reauthorize original
 // actor"): the original actor still exists and may still do the work, the
 // revision still belongs to its Agent, Namespace, Configuration and frozen
 // ServicePrincipal, and the actor may still use the credential source and

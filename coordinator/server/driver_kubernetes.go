@@ -97,7 +97,7 @@ func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 
 // kubernetesConfigFromEnv reads the driver's settings: images, storage
 // class, the node selectors (data plane, and the trusted pool of dedicated
-// Gateways, seed 000 step 2) and the model endpoint overrides.
+// Gateways, docs/design/seed-000.md#step-2) and the model endpoint overrides.
 func kubernetesConfigFromEnv(getenv func(string) string) (kubernetes.Config, error) {
 	cfg := kubernetes.Config{GatewayImage: getenv(envGatewayImage), HarnessImage: getenv(envHarnessImage),
 		StorageClass: getenv(envStorageClass)}

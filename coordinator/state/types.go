@@ -105,7 +105,7 @@ type Revision struct {
 	FailureCode             string          `json:"failureCode,omitempty"`
 	FailureDetail           string          `json:"failureDetail,omitempty"`
 	CreatedAt               time.Time       `json:"createdAt"`
-	// ServicePrincipalID is the Agent's ServicePrincipal, frozen (seed 000).
+	// ServicePrincipalID is the Agent's ServicePrincipal, frozen (docs/design/seed-000.md).
 	ServicePrincipalID string `json:"servicePrincipalId,omitempty"`
 }
 

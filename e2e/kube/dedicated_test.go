@@ -24,7 +24,7 @@ import (
 //     app-server; a tool turn's file appears in the Harness volume, not the
 //     Gateway's;
 //   - redeploy, with the coordinator leader's Pod deleted mid-deploy: the
-//     predecessor is stopped per seed 000 (every Gateway Pod gone before the
+//     predecessor is stopped per docs/design/seed-000.md (every Gateway Pod gone before the
 //     Harness is stopped), the activation completes on the new leader
 //     exactly once (one activate audit record per activated revision), and
 //     the Agent answers again;
@@ -124,7 +124,7 @@ func TestDedicatedCodex(t *testing.T) {
 		return acts[rev1] == 1 && acts[rev2] == 1 && len(acts) == 2
 	}, 2*time.Minute, 500*time.Millisecond, "exactly one activate audit record per activated revision")
 
-	// The predecessor was stopped per seed 000: every one of its Gateway
+	// The predecessor was stopped per docs/design/seed-000.md: every one of its Gateway
 	// Pods gone before its Harness was stopped.
 	oldH := pods.of(kdriver.RoleAgent, rev1)[0]
 	require.False(t, oldH.Deleting.IsZero(), "the predecessor's Harness was stopped")

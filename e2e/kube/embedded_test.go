@@ -164,7 +164,7 @@ func TestEmbeddedOpenClaw(t *testing.T) {
 	require.Eventually(t, func() bool { return getAgent(t, "emb").Status.State == wire.AgentStopped },
 		2*time.Minute, 500*time.Millisecond)
 	objs := agentObjects(t, a.ID)
-	require.Len(t, objs["persistentvolumeclaims"], 1, "stop keeps the gateway claim (seed 000): %v", objs)
+	require.Len(t, objs["persistentvolumeclaims"], 1, "stop keeps the gateway claim (docs/design/seed-000.md): %v", objs)
 	require.Empty(t, objs["pods"])
 	require.Empty(t, objs["deployments"])
 

@@ -1,5 +1,5 @@
 // Package designref maps the citations oce's comments make — "REFERENCE
-// §1.3", "seed 000 step 3", "CODEX.md §6" — to the pages and anchors of
+// §1.3", "docs/design/seed-000.md#step-3", "docs/design/codex.md#s6" — to the pages and anchors of
 // docs/design/, which holds the seed pages and the design notes in the
 // repository, and checks that every docs/design link resolves.
 //
@@ -23,11 +23,11 @@ const Dir = "docs/design"
 var Link = regexp.MustCompile(`docs/design/([a-z0-9-]+\.md)(?:#([a-z0-9-]+))?`)
 
 var (
-	// "REFERENCE §1.3", "REFERENCE §1.3, §1.4, §5", "REFERENCE §6.2–6.3",
-	// "REFERENCE §3 and §7", "REFERENCE §3/§7".
+	// "docs/design/reference.md#s1-3", "docs/design/reference.md#s1-3, docs/design/reference.md#s1-4, docs/design/reference.md#s5", "docs/design/reference.md#s6-2, docs/design/reference.md#s6-3",
+	// "docs/design/reference.md#s3 and docs/design/reference.md#s7", "docs/design/reference.md#s3, docs/design/reference.md#s7".
 	refCite = regexp.MustCompile(`\b(REFERENCE|CODEX\.md|OPENCLAW\.md) §(\d+(?:\.\d+)?)((?:(?:, | and |/|–)§?\d+(?:\.\d+)?)*)`)
 	more    = regexp.MustCompile(`(, | and |/|–)§?(\d+(?:\.\d+)?)`)
-	// "seed 000 step 3", "seed 001".
+	// "docs/design/seed-000.md#step-3", "docs/design/seed-001.md".
 	seedCite = regexp.MustCompile(`\bseed (00[0-3])(?: step (\d+))?\b`)
 )
 

@@ -120,7 +120,7 @@ func (p *Provider) toml() string {
 	return b.String()
 }
 
-// args builds the hardened `codex … exec` argv (seed 001; REFERENCE §2.2).
+// args builds the hardened `codex … exec` argv (docs/design/seed-001.md; docs/design/reference.md#s2-2).
 // It never contains a credential.
 func args(cfg *Config, model, workdir string) []string {
 	a := make([]string, 0, 2*len(DisabledFeatures)+40)

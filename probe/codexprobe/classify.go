@@ -7,7 +7,7 @@ import (
 	"oce.dev/oce/shared/codes"
 )
 
-// Cause details (seed 001).
+// Cause details (docs/design/seed-001.md).
 const (
 	DetailTurnFailed      = "turn-failed"
 	DetailErrorEvent      = "error-event"
@@ -155,7 +155,7 @@ func containsAny(s string, subs ...string) bool {
 	return false
 }
 
-// classifyMessage reads a turn.failed / error message (CODEX.md §5 shapes:
+// classifyMessage reads a turn.failed / error message (docs/design/codex.md#s5 shapes:
 // "unexpected status 401 Unauthorized: …", "We’re currently experiencing
 // high demand…" for 500, "stream disconnected before completion: …",
 // "Connection failed: error sending request", "exceeded retry limit, last

@@ -35,7 +35,7 @@ func parseEvent(line []byte) event {
 	return e
 }
 
-// Exec event and item types (CODEX.md §5).
+// Exec event and item types (docs/design/codex.md#s5).
 const (
 	evThreadStarted = "thread.started"
 	evTurnStarted   = "turn.started"
@@ -59,7 +59,7 @@ var toolItems = map[string]bool{
 }
 
 // recoveredError reports an `error` event that Codex recovers from itself
-// (REFERENCE §2.2: tolerated up to maxRecovered times).
+// (docs/design/reference.md#s2-2: tolerated up to maxRecovered times).
 func recoveredError(msg string) bool {
 	m := strings.ToLower(msg)
 	return strings.HasPrefix(m, "reconnecting...") || strings.Contains(m, "stream disconnected")

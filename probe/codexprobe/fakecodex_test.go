@@ -2,7 +2,7 @@ package codexprobe
 
 // A fake `codex` for unit tests: the test binary itself, started through a
 // symlink named "codex". It reproduces the `codex exec --json` event
-// sequences and exit codes CODEX.md §5 measured for 0.169.0, chosen per
+// sequences and exit codes docs/design/codex.md#s5 measured for 0.169.0, chosen per
 // attempt from $CODEX_HOME/fake-scenario (one scenario per line; the last
 // repeats). Each call records its argv, environment and pid in
 // $CODEX_HOME/fake-call-<n>.json.
@@ -30,7 +30,7 @@ type fakeCall struct {
 	Child int `json:"child,omitempty"`
 }
 
-// Exact messages Codex 0.169.0 printed (CODEX.md §5 and measured runs).
+// Exact messages Codex 0.169.0 printed (docs/design/codex.md#s5 and measured runs).
 const (
 	msg401     = "unexpected status 401 Unauthorized: Incorrect API key provided: sk-PLANTED. You can find your API key at https://platform.openai.com/account/api-keys., url: http://127.0.0.1:18555/v1/responses, request id: req_1"
 	msg403     = "unexpected status 403 Forbidden: Forbidden., url: http://127.0.0.1:18555/v1/responses, request id: req_1"
@@ -101,7 +101,7 @@ func fakeCodexMain() int {
 	case "success":
 		return success()
 	case "success-warning":
-		// Unknown model metadata: a non-fatal error item (CODEX.md §3).
+		// Unknown model metadata: a non-fatal error item (docs/design/codex.md#s3).
 		return success(`{"type":"item.completed","item":{"id":"item_w","type":"error","message":"Model metadata for ` + "`fake-model`" + ` not found."}}`)
 	case "reconnect":
 		return success(`{"type":"error","message":"Reconnecting... 1/5 (stream disconnected before completion: error decoding response body)"}`)

@@ -21,7 +21,7 @@ var ErrLogin = errors.New("codexprobe: codex login failed")
 
 // LoginWithAPIKey stores key in codexHome/auth.json (mode 0600) by running
 // `codex -c cli_auth_credentials_store=file login --with-api-key` with the
-// key on stdin (CODEX.md §2: it reads all of stdin, does not check the key).
+// key on stdin (docs/design/codex.md#s2: it reads all of stdin, does not check the key).
 // The child's argv and environment carry no key; a probe that then uses a
 // provider with RequiresOpenAIAuth needs no key in any environment.
 func LoginWithAPIKey(ctx context.Context, codex, codexHome string, key []byte) error {

@@ -1,5 +1,5 @@
 // Package codexprobe is the dedicated Codex Harness's startup model probe
-// (seed 001; REFERENCE §2.2; CODEX.md §5): one hardened `codex exec --json`
+// (docs/design/seed-001.md; docs/design/reference.md#s2-2; docs/design/codex.md#s5): one hardened `codex exec --json`
 // turn against the configured primary model, retried once after a jittered
 // 1–1.5 s for a timeout or a transient failure, within a 61 s budget.
 // Only closed-set codes, classes and causes are logged, never provider text.
@@ -19,7 +19,7 @@ import (
 	"oce.dev/oce/shared/modelref"
 )
 
-// Budgets (seed 001).
+// Budgets (docs/design/seed-001.md).
 const (
 	// AttemptCap bounds one attempt.
 	AttemptCap = 30 * time.Second
@@ -41,7 +41,7 @@ const LogEvent = "codex.model_probe"
 // ErrConfig reports a probe configuration that cannot run (UNAVAILABLE).
 var ErrConfig = errors.New("codexprobe: bad configuration")
 
-// modelPattern is the model ref precondition (REFERENCE §2.2).
+// modelPattern is the model ref precondition (docs/design/reference.md#s2-2).
 var modelPattern = regexp.MustCompile(`^(openai|codex)/.+`)
 
 // Config is one probe's input.

@@ -21,7 +21,7 @@ func usage() map[string]any {
 		"output_tokens_details": nil, "total_tokens": 15}
 }
 
-// streamResponses produces the Responses events of t (CODEX.md §4), calling
+// streamResponses produces the Responses events of t (docs/design/codex.md#s4), calling
 // emit for each; it stops early when emit fails or ctx ends. A false
 // return with a nil error means the fault asks to drop the connection.
 func streamResponses(ctx context.Context, t turn, emit func(respEvent) error) (bool, error) {

@@ -1,7 +1,7 @@
 // Package fakeprovider is oce's offline model provider for tests: OpenAI
 // Responses (SSE, JSON and WebSocket), Chat Completions and Anthropic
 // Messages on 127.0.0.1, with programmable faults, prompt triggers and
-// request counters. Its SSE shapes are the ones CODEX.md §4 measured as
+// request counters. Its SSE shapes are the ones docs/design/codex.md#s4 measured as
 // sufficient for Codex 0.169.0. It never logs bodies or credential values.
 package fakeprovider
 

@@ -42,7 +42,7 @@ func failed(kind codes.CauseKind, detail string) Result {
 	return Result{Code: codes.ModelProbeFailed, Cause: &codes.Cause{Kind: kind, Detail: detail}}
 }
 
-// classify maps one probe outcome to a code (REFERENCE §2.1 result mapping).
+// classify maps one probe outcome to a code (docs/design/reference.md#s2-1 result mapping).
 func classify(o outcome, provider string) Result {
 	r := classifyOutcome(o, provider)
 	r.Elapsed, r.CPUWaitMs = o.elapsed, o.cpuWaitMs

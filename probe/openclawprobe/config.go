@@ -10,7 +10,7 @@ import (
 )
 
 // credentialEnv is the variable OpenClaw reads a built-in provider's key
-// from (seed 001: the selected provider's OPENAI_API_KEY or
+// from (docs/design/seed-001.md: the selected provider's OPENAI_API_KEY or
 // ANTHROPIC_API_KEY).
 var credentialEnv = contract.ProviderKeyEnv
 

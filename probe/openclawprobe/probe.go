@@ -1,9 +1,9 @@
 // Package openclawprobe runs OpenClaw's native model probe before an embedded
-// or native OpenClaw runtime serves (seed 001): one `openclaw models status
+// or native OpenClaw runtime serves (docs/design/seed-001.md): one `openclaw models status
 // --json --probe` call against the configured primary model, inside the
 // process that owns model access, with temporary state under its TMPDIR, a
 // cap of 20 s plus 45 CPU-seconds at the CPU limit and 256 output tokens. The
-// outcome is one closed probe code (REFERENCE §2.1).
+// outcome is one closed probe code (docs/design/reference.md#s2-1).
 //
 // The probe child is the one process that sees the provider credential: it
 // receives OPENAI_API_KEY or ANTHROPIC_API_KEY in its environment (never in
@@ -21,11 +21,11 @@ import (
 	"oce.dev/oce/shared/codes"
 )
 
-// Probe flags of the reference command line (REFERENCE §2.1).
+// Probe flags of the reference command line (docs/design/reference.md#s2-1).
 const (
 	// ProbeTimeoutMs is OpenClaw's own per-probe timeout (--probe-timeout).
 	ProbeTimeoutMs = 15000
-	// ProbeMaxTokens is the output-token limit of the probe turn (seed 001).
+	// ProbeMaxTokens is the output-token limit of the probe turn (docs/design/seed-001.md).
 	ProbeMaxTokens = 256
 	// OutputLimit caps what is read of the probe's stdout.
 	OutputLimit = 256 << 10

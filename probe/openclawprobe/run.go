@@ -193,7 +193,7 @@ func (p *run) prepare() (dir string, env, argv []string, err error) {
 		"TMPDIR=" + sub("tmp"),
 		"OPENCLAW_STATE_DIR=" + sub("state"),
 		"OPENCLAW_CONFIG_PATH=" + cfgPath,
-		// Network-calling features off (OPENCLAW.md §1.1).
+		// Network-calling features off (docs/design/openclaw.md#s1-1).
 		"OPENCLAW_DISABLE_BONJOUR=1",
 		"OPENCLAW_NO_AUTO_UPDATE=1",
 		"OPENCLAW_SKIP_CHANNELS=1",

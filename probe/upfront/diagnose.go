@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// BodyShape is the closed shape of a 401 body (seed 001).
+// BodyShape is the closed shape of a 401 body (docs/design/seed-001.md).
 type BodyShape string
 
 // Body shapes.

@@ -1,5 +1,5 @@
 // Package upfront is the upfront 401 check OpenClaw's model probe runs
-// before it spawns anything (seed 001; REFERENCE §2.1): one POST with an
+// before it spawns anything (docs/design/seed-001.md; docs/design/reference.md#s2-1): one POST with an
 // empty `{}` body to the default OpenAI or Anthropic endpoint. Only HTTP 401
 // fails, as AUTHENTICATION_FAILED with closed-set diagnostics; every other
 // answer, and any transport failure, leaves the decision to the probe. A
@@ -19,7 +19,7 @@ import (
 	"oce.dev/oce/shared/codes"
 )
 
-// Timeout bounds the whole request (REFERENCE §2.1: 8 s fetch timeout).
+// Timeout bounds the whole request (docs/design/reference.md#s2-1: 8 s fetch timeout).
 const Timeout = 8 * time.Second
 
 // Default endpoints; tests inject the fake provider's URL instead.
@@ -71,7 +71,7 @@ type Options struct {
 	Timeout time.Duration
 	// RejectForbidden also fails on HTTP 403, with the same diagnostics:
 	// the coordinator's pre-cutover credential check (a provider that
-	// forbids the key rejects the credential, seed 001).
+	// forbids the key rejects the credential, docs/design/seed-001.md).
 	RejectForbidden bool
 }
 
@@ -116,7 +116,7 @@ type Result struct {
 	Status int `json:"status,omitempty"`
 	// Code is AUTHENTICATION_FAILED on 401, empty otherwise.
 	Code codes.Code `json:"code,omitempty"`
-	// 401 diagnostics (seed 001); empty unless Outcome is rejected.
+	// 401 diagnostics (docs/design/seed-001.md); empty unless Outcome is rejected.
 	// ProviderCode is openai or anthropic.
 	ProviderCode string `json:"providerCode,omitempty"`
 	// ResponseHeaderMarker lists the allow-listed response header names

@@ -1,5 +1,5 @@
 // Command refsrewrite rewrites the seed and reference citations of Go
-// comments ("REFERENCE §1.3", "seed 000 step 3", "CODEX.md §6") into
+// comments ("docs/design/reference.md#s1-3", "docs/design/seed-000.md#step-3", "docs/design/codex.md#s6") into
 // docs/design links (internal/designref). Without -w it only reports what
 // it would change.
 //

@@ -1,5 +1,5 @@
 // Package appserver is a Go client for the JSON-RPC protocol of the real
-// `codex app-server` over its WebSocket listener (CODEX.md §6): initialize /
+// `codex app-server` over its WebSocket listener (docs/design/codex.md#s6): initialize /
 // initialized, thread/start, turn/start with streamed items, turn/completed,
 // turn/interrupt, and server→client approval requests answered by a policy.
 //
@@ -31,7 +31,7 @@ const (
 	MaxMessageBytes = 32 << 20
 	// InterruptGrace bounds the wait for turn/completed after RunTurn sent
 	// turn/interrupt because its context ended (the server answers within
-	// milliseconds, CODEX.md §6).
+	// milliseconds, docs/design/codex.md#s6).
 	InterruptGrace = 5 * time.Second
 	// DefaultClientName is the initialize clientInfo.name.
 	DefaultClientName = "oce"

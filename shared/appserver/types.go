@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 )
 
-// Turn statuses of turn/completed (CODEX.md §6).
+// Turn statuses of turn/completed (docs/design/codex.md#s6).
 const (
 	StatusCompleted   = "completed"
 	StatusInterrupted = "interrupted"
@@ -13,7 +13,7 @@ const (
 	StatusInProgress  = "inProgress"
 )
 
-// Sandbox modes thread/start accepts (kebab-case, CODEX.md §6).
+// Sandbox modes thread/start accepts (kebab-case, docs/design/codex.md#s6).
 const (
 	SandboxReadOnly       = "read-only"
 	SandboxWorkspaceWrite = "workspace-write"
@@ -156,7 +156,7 @@ type TurnResult struct {
 	TurnID   string
 	// Status is completed, interrupted or failed. A turn whose connection
 	// closed before turn/completed (the app-server stopped: SIGTERM sends no
-	// turn/completed, CODEX.md §6) is interrupted, never completed.
+	// turn/completed, docs/design/codex.md#s6) is interrupted, never completed.
 	Status string
 	// Error is turn.error of a failed turn.
 	Error *TurnError

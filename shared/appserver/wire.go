@@ -8,7 +8,7 @@ import (
 )
 
 // message is one JSON-RPC frame of the app-server protocol: JSON-RPC 2.0
-// without the "jsonrpc" field (CODEX.md §6). Which fields are present decides
+// without the "jsonrpc" field (docs/design/codex.md#s6). Which fields are present decides
 // the kind: id+method is a server request, method alone a notification, id
 // with result or error a response.
 type message struct {

@@ -34,7 +34,7 @@ func remove(t *testing.T, dir, name string) {
 
 func ms(n int64) *int64 { return &n }
 
-// The 13 counter cases of REFERENCE §9 (runtime-probe-cpu-counter): metric
+// The 13 counter cases of docs/design/reference.md#s9 (runtime-probe-cpu-counter): metric
 // choice, missing files, reset, the metric fixed at start, the starved /
 // timeout split and the cap for several quotas.
 func TestCPUCounterCases(t *testing.T) {

@@ -1,7 +1,7 @@
 // Package cgroupcpu reads cgroup v2 CPU accounting for the OpenClaw model
 // probe: the CPU quota that sizes the probe's cap (20 s wall plus 45
-// CPU-seconds at the CPU limit, seed 001) and the CPU wait counter that tells
-// a CPU-starved probe from a slow provider (REFERENCE §2.1).
+// CPU-seconds at the CPU limit, docs/design/seed-001.md) and the CPU wait counter that tells
+// a CPU-starved probe from a slow provider (docs/design/reference.md#s2-1).
 package cgroupcpu
 
 import (
@@ -17,7 +17,7 @@ import (
 // DefaultRoot is where a container sees its own cgroup v2 directory.
 const DefaultRoot = "/sys/fs/cgroup"
 
-// Probe budget of seed 001: 20 seconds plus 45 CPU-seconds at the CPU limit,
+// Probe budget of docs/design/seed-001.md: 20 seconds plus 45 CPU-seconds at the CPU limit,
 // never more than 10 minutes.
 const (
 	ProbeWall    = 20 * time.Second

@@ -1,6 +1,6 @@
 // Package codes holds oce's closed code sets: runtime diagnostic codes, model
 // probe codes, Codex failure classes, probe cause kinds, and the mapping from
-// a held runtime failure to a revision failure code (seed 001, REFERENCE §1.8,
+// a held runtime failure to a revision failure code (docs/design/seed-001.md, docs/design/reference.md#s1-8,
 // §2). Anything outside a set is rejected, never passed through.
 package codes
 
@@ -113,7 +113,7 @@ const (
 )
 
 // RevisionFailure maps a held runtime code to the revision failure code
-// (REFERENCE §1.8). Codes outside the table map to RUNTIME_STARTUP_FAILED.
+// (docs/design/reference.md#s1-8). Codes outside the table map to RUNTIME_STARTUP_FAILED.
 func RevisionFailure(held Code) Code {
 	switch held {
 	case AuthenticationFailed:

@@ -1,7 +1,7 @@
 package codes
 
 // Codes the activation engine records on revision work and revisions
-// (REFERENCE §6.2–6.3), and the codes compute drivers return through
+// (docs/design/reference.md#s6-2, docs/design/reference.md#s6-3), and the codes compute drivers return through
 // compute.Error. A held runtime failure is recorded as RevisionFailure(held)
 // instead. The two codes the state machine itself records (LEASE_EXPIRED,
 // MAX_ATTEMPTS_EXHAUSTED) live in coordinator/state, which imports only the

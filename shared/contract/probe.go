@@ -27,7 +27,7 @@ type Endpoint struct{ Name, Value string }
 // gatewayd takes the provider's origin (it appends /v1/… like the upfront
 // check); harnessd hands the value to Codex as base_url, which Codex POSTs
 // {base_url}/responses to, so the Harness (harness true) gets the /v1 base
-// (CODEX.md §4).
+// (docs/design/codex.md#s4).
 func ProviderEndpoints(bases map[string]string, harness bool) []Endpoint {
 	var out []Endpoint
 	for _, p := range Providers() {

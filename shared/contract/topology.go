@@ -16,7 +16,7 @@ const (
 // realizes and what OCE_TOPOLOGY tells the Gateway container.
 type Topology string
 
-// The topologies admission can approve (seed 001). Codex never runs
+// The topologies admission can approve (docs/design/seed-001.md). Codex never runs
 // embedded.
 const (
 	Embedded          Topology = "embedded"           // OpenClaw with its built-in Harness, one workload

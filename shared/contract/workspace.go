@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// The Agent documents of the workspace files editor (seed 003): the four
+// The Agent documents of the workspace files editor (docs/design/seed-003.md): the four
 // documents OCC reads and writes through the Agent's Gateway, and nothing
 // else of the workspace.
 const (

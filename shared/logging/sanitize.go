@@ -10,7 +10,7 @@ import (
 	"oce.dev/oce/shared/codes"
 )
 
-// Wrapper event names (REFERENCE §1.2, §2) and oce's own additions.
+// Wrapper event names (docs/design/reference.md#s1-2, docs/design/reference.md#s2) and oce's own additions.
 const (
 	EventStartupPhase              = "runtime.startup_phase"
 	EventOpenClawProbe             = "openclaw.model_probe"
@@ -166,7 +166,7 @@ var wrapperFields = map[string][]field{
 var probeEvents = map[string]bool{EventOpenClawProbe: true, EventCodexProbe: true}
 
 // Sanitize returns a new map holding only the allow-listed fields of a
-// wrapper event (REFERENCE §1.2), each checked for its shape: codes must be
+// wrapper event (docs/design/reference.md#s1-2), each checked for its shape: codes must be
 // well-formed, names token-shaped, durations numbers. An unknown event keeps
 // only its name; a record without a valid event name yields an empty map.
 // For runtime.startup_phase, code is kept only when the outcome is failed.

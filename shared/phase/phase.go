@@ -1,6 +1,6 @@
 // Package phase times the startup phases of a runtime wrapper (gatewayd,
 // harnessd) and writes exactly one runtime.startup_phase record per phase
-// (REFERENCE §1.2, seed 001): container, phase, outcome, ms, sinceStartMs,
+// (docs/design/reference.md#s1-2, docs/design/seed-001.md): container, phase, outcome, ms, sinceStartMs,
 // and a code only when the phase failed.
 package phase
 

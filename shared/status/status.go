@@ -1,5 +1,5 @@
 // Package status is the private status server every runtime wrapper
-// (gatewayd, harnessd) runs on port 18791 (REFERENCE §1.3, §1.7, §1.8):
+// (gatewayd, harnessd) runs on port 18791 (docs/design/reference.md#s1-3, docs/design/reference.md#s1-7, docs/design/reference.md#s1-8):
 // readiness for kubelet, the held runtime failure, runtime and plugin
 // status, and the HMAC-authenticated remote plugin status the Gateway reads
 // from its Harness peer. Readiness reads published state only: a poll never

@@ -4,7 +4,7 @@ import "time"
 
 // Stop budgets: how long a child's process group may take to exit after the
 // stop signal before it is killed with SIGKILL. The numbers are the
-// reference's (REFERENCE.md §5.1, §5.2, §1.6).
+// reference's (docs/design/reference.md#s5-1, #s5-2, #s1-6).
 const (
 	// GatewayDrain is the time the OpenClaw gateway gets to drain its work.
 	GatewayDrain = 315 * time.Second

@@ -111,7 +111,7 @@ func (s *Supervisor) StopRequested() <-chan struct{} { return s.stopCh }
 // Hold blocks until a stop is requested (a stop signal or StopAll), then
 // returns nil so the main can exit 0; it returns ctx's error if ctx ends
 // first. It publishes and retries nothing: a held startup failure stays
-// alive and unready (REFERENCE.md §1.8) without a restart loop.
+// alive and unready (docs/design/reference.md#s1-8) without a restart loop.
 func (s *Supervisor) Hold(ctx context.Context) error {
 	select {
 	case <-s.stopCh:

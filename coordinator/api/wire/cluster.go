@@ -40,7 +40,7 @@ type Member struct {
 	Leader   bool   `json:"leader"`
 }
 
-// Installation is the answer of GET /v1/installation (seed 001).
+// Installation is the answer of GET /v1/installation (docs/design/seed-001.md).
 type Installation struct {
 	Capabilities             Capabilities `json:"capabilities"`
 	SandboxDriverUnavailable bool         `json:"sandboxDriverUnavailable,omitempty"`

@@ -17,7 +17,7 @@ type AgentOverview struct {
 	Phase string `json:"phase,omitempty"`
 	// FailureCode, HeldCode, CauseKind and CauseDetail explain the latest
 	// revision's failure: the closed revision failure code, the runtime's
-	// held diagnostic code, and for MODEL_PROBE_FAILED its cause (seed 001).
+	// held diagnostic code, and for MODEL_PROBE_FAILED its cause (docs/design/seed-001.md).
 	FailureCode string `json:"failureCode,omitempty"`
 	HeldCode    string `json:"heldCode,omitempty"`
 	CauseKind   string `json:"causeKind,omitempty"`
@@ -45,7 +45,7 @@ type RevisionSummary struct {
 	CauseDetail   string          `json:"causeDetail,omitempty"`
 	// Credential is the pre-cutover credential check's outcome (passed,
 	// rejected, skipped) and Diagnostics its closed-set 401/403 facts
-	// (providerCode, bodyShape, …; seed 001).
+	// (providerCode, bodyShape, …; docs/design/seed-001.md).
 	Credential  string            `json:"credential,omitempty"`
 	Diagnostics map[string]string `json:"diagnostics,omitempty"`
 	// ConfigurationGeneration is the Configuration generation it froze.

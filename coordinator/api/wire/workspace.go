@@ -2,7 +2,7 @@ package wire
 
 import "oce.dev/oce/shared/contract"
 
-// The Agent documents of the workspace files editor (seed 003).
+// The Agent documents of the workspace files editor (docs/design/seed-003.md).
 const (
 	DocAgents   = contract.DocAgents
 	DocSoul     = contract.DocSoul

@@ -53,7 +53,7 @@ func TestCheck(t *testing.T) {
 	fp.SetFault(fakeprovider.Fault403)
 	res, err = Checker{Credentials: keyed("sk-good"), ProviderBaseURLs: bases}.Check(t.Context(), rev(openaiDoc))
 	require.NoError(t, err)
-	require.Equal(t, state.CredentialRejected, res.Outcome, "403 rejects too (seed 001)")
+	require.Equal(t, state.CredentialRejected, res.Outcome, "403 rejects too (docs/design/seed-001.md)")
 	require.Equal(t, "403", res.Diagnostics["status"])
 	fp.SetFault(fakeprovider.FaultNone)
 	require.Equal(t, int64(3), fp.UpfrontRequests(), "one request per check")

@@ -10,7 +10,7 @@ import (
 )
 
 // The Harness keeps no credential in the workspace its node serves: Codex's
-// login state lives on the Pod's emptyDir (ephemeral, seed 001), the node's
+// login state lives on the Pod's emptyDir (ephemeral, docs/design/seed-001.md), the node's
 // identity and token and Codex's thread history on their own claim subPaths.
 func TestHarnessCredentialsOutsideTheWorkspace(t *testing.T) {
 	d, _ := newFake(t)

@@ -1,7 +1,7 @@
 // Package kubernetes is the coordinator's production compute.Driver: it
 // realizes AgentRevisions as Kubernetes Deployments, Services,
-// NetworkPolicies, PVCs, Secrets and ConfigMaps through client-go (seed 000
-// step 2, seed 002, REFERENCE §5 and §8). Embedded OpenClaw runs one gateway
+// NetworkPolicies, PVCs, Secrets and ConfigMaps through client-go (docs/design/seed-000.md
+// step 2, docs/design/seed-002.md, docs/design/reference.md#s5 and docs/design/reference.md#s8). Embedded OpenClaw runs one gateway
 // Deployment in the tenant data-plane namespace; dedicated Codex runs its
 // Gateway in the managed Gateway namespace and the Harness (harnessd +
 // nodehost) in the data-plane namespace. Nothing is ever deleted without an
@@ -32,16 +32,16 @@ const Name = "kubernetes"
 const (
 	// GatewayTerminationGraceSeconds is the Gateway Pod's
 	// terminationGracePeriodSeconds: the pinned runtime's 330 s stop budget
-	// (315 s drain + 10 s cleanup + 5 s margin, REFERENCE §5.1).
+	// (315 s drain + 10 s cleanup + 5 s margin, docs/design/reference.md#s5-1).
 	GatewayTerminationGraceSeconds = 330
 	// GatewayStopWait bounds the wait for the Gateway Pods to disappear
-	// after deleting its Deployment (330 s + 10 s, REFERENCE §5.3).
+	// after deleting its Deployment (330 s + 10 s, docs/design/reference.md#s5-3).
 	GatewayStopWait = 340 * time.Second
-	// HarnessStopWait bounds the wait for the Harness Pods (REFERENCE §5.3).
+	// HarnessStopWait bounds the wait for the Harness Pods (docs/design/reference.md#s5-3).
 	HarnessStopWait = 120 * time.Second
 	// StopPollInterval is how often stop polls for remaining Pods.
 	StopPollInterval = 100 * time.Millisecond
-	// ProbePeriodSeconds is the exec readiness probe period (REFERENCE §1.7).
+	// ProbePeriodSeconds is the exec readiness probe period (docs/design/reference.md#s1-7).
 	ProbePeriodSeconds = 2
 	// StartupProbeFailureThreshold × ProbePeriodSeconds bounds startup
 	// (login, model probe, plugin install) before kubelet restarts a
@@ -91,7 +91,7 @@ type Config struct {
 	// StorageClass for both claims; empty uses the cluster default.
 	StorageClass string
 	// NodeSelector places data-plane Pods; GatewayNodeSelector places
-	// dedicated Gateways on the trusted pool (seed 000 step 2).
+	// dedicated Gateways on the trusted pool (docs/design/seed-000.md#step-2).
 	NodeSelector        map[string]string
 	GatewayNodeSelector map[string]string
 	// Credentials delivers the model credential; nil delivers none (the

@@ -15,7 +15,7 @@ import (
 	"oce.dev/oce/shared/contract"
 )
 
-// One-use enrollment Secret keys (seed 000 step 2, REFERENCE §4.2). The
+// One-use enrollment Secret keys (docs/design/seed-000.md#step-2, docs/design/reference.md#s4-2). The
 // Harness Pod mounts only KeySetupCode, as the file
 // OCE_NODEHOST_ENROLLMENT_FILE names, mode 0600.
 const (

@@ -10,7 +10,7 @@ import (
 	"oce.dev/oce/coordinator/state"
 )
 
-// Label and annotation keys (REFERENCE §8.2).
+// Label and annotation keys (docs/design/reference.md#s8-2).
 const (
 	LabelManagedBy        = "app.kubernetes.io/managed-by"
 	LabelName             = "app.kubernetes.io/name"
@@ -50,7 +50,7 @@ func hashHex(id string, n int) string {
 }
 
 // DataPlaneNamespace is the tenant data-plane namespace of a logical
-// Namespace: oce-<first 15 hex of sha256(id)> (REFERENCE §8.1).
+// Namespace: oce-<first 15 hex of sha256(id)> (docs/design/reference.md#s8-1).
 func DataPlaneNamespace(namespaceID string) string { return "oce-" + hashHex(namespaceID, 15) }
 
 // GatewayNamespace is the managed Gateway runtime namespace of a logical
@@ -59,7 +59,7 @@ func GatewayNamespace(namespaceID string) string {
 	return "oce-gateways-" + hashHex(namespaceID, 24)
 }
 
-// names are the resource names of one Agent revision (REFERENCE §8.2).
+// names are the resource names of one Agent revision (docs/design/reference.md#s8-2).
 type names struct {
 	a12, r12        string
 	gateway         string // gateway-<a12>: Deployment, Service, ServiceAccount

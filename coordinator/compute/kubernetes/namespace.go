@@ -20,7 +20,7 @@ func nsOwnerLabels(id string, gateway bool) map[string]string {
 	l := merge(pssLabels, map[string]string{LabelManagedBy: ManagedBy})
 	if gateway {
 		// The Gateway namespace belongs to the control plane: it deliberately
-		// has no openclaw.dev/namespace label (REFERENCE §8.1).
+		// has no openclaw.dev/namespace label (docs/design/reference.md#s8-1).
 		l[LabelGatewayNamespace] = id
 	} else {
 		l[LabelNamespace] = id

@@ -16,7 +16,7 @@ import (
 // pass ProviderHarnessReady, then the Gateway. Embedded: the Gateway running
 // this revision must pass it; a staged replacement (the Agent's Gateway runs
 // an earlier revision) is ready once its configuration exists, because
-// embedded preparation does not validate the replacement (seed 000 step 3).
+// embedded preparation does not validate the replacement (docs/design/seed-000.md#step-3).
 func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compute.Observation, error) {
 	p, err := d.planFor(rev)
 	if err != nil {
@@ -57,7 +57,7 @@ func (d *Driver) revisionReadiness(ctx context.Context, p *plan) (Readiness, err
 			return hr, err
 		}
 		// The Harness is ready only with its workspace node enrolled at
-		// the Gateway serving it (seed 000 step 2).
+		// the Gateway serving it (docs/design/seed-000.md#step-2).
 		ep, r, err := d.servingGateway(ctx, p)
 		if err != nil || !r.Ready {
 			return r, err

@@ -10,7 +10,7 @@ import (
 )
 
 // ConditionRuntimeFailure is the Pod condition the runtime status reporter
-// sets when a supervisor holds a startup failure (REFERENCE §1.8): Status
+// sets when a supervisor holds a startup failure (docs/design/reference.md#s1-8): Status
 // True, Reason the runtime diagnostic code, Message a JSON
 // {"check":…,"cause":{"kind":…,"detail":…}}. Kubelet never sets it; on kwok
 // (no container runs) tests set it through UpdateStatus as the reporter would.
@@ -47,8 +47,8 @@ type heldMessage struct {
 	Cause *codes.Cause `json:"cause,omitempty"`
 }
 
-// ProviderHarnessReady applies the readiness rule (seed 000 step 2,
-// REFERENCE §8.8) to a Pod list fetched with want as its label selector:
+// ProviderHarnessReady applies the readiness rule (docs/design/seed-000.md#step-2,
+// docs/design/reference.md#s8-8) to a Pod list fetched with want as its label selector:
 // the complete observation must validate (not paginated, every Pod well
 // formed, in namespace, carrying exactly the wanted labels), and there must
 // be exactly one non-terminating candidate, carrying the ordinary network

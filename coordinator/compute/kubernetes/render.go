@@ -50,7 +50,7 @@ func loginMode(rev state.Revision) string {
 	return contract.LoginAPIKey
 }
 
-// privateRanges are excluded from model egress (REFERENCE §8.3).
+// privateRanges are excluded from model egress (docs/design/reference.md#s8-3).
 var privateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"}
 
 // plan is everything one revision renders to, in creation order.
@@ -130,7 +130,7 @@ func execProbe(cmd ...string) *corev1.Probe {
 // startupProbe asks the supervisor's status server whether startup is over
 // (GET /startupz on the plugin-status port, no credential): it answers 200
 // once the startup phases finished OR a failure is held, so kubelet never
-// restarts a held container (seed 000: a failed check holds the runtime
+// restarts a held container (docs/design/seed-000.md: a failed check holds the runtime
 // unready until repair; a restart would repeat login and the model probe).
 // The readiness probe then runs and keeps failing with the held reason.
 func startupProbe() *corev1.Probe {
@@ -155,7 +155,7 @@ func baseMounts() []corev1.VolumeMount {
 
 // initContainer prepares the private directories (mode 0700, owned by the
 // runtime uid) and the mode-0700 /tmp below the fsGroup-writable emptyDir
-// root, without credentials or privileges (seed 000 step 3).
+// root, without credentials or privileges (docs/design/seed-000.md#step-3).
 func initContainer(image, claimVolume string, dirs []string) corev1.Container {
 	var b strings.Builder
 	b.WriteString("set -eu; umask 077; ")
@@ -201,7 +201,7 @@ func (p *plan) gatewayURL() string {
 
 // nodeGatewayURL is where the Harness's workspace node reaches its Gateway:
 // the nonserving node route, which selects the Agent's Gateway Pods
-// whatever revision they run, before activation too (seed 002: a
+// whatever revision they run, before activation too (docs/design/seed-002.md: a
 // nonserving route for the candidate), so the candidate node can enroll
 // with the candidate Gateway and later reconnect to the active one.
 func (p *plan) nodeGatewayURL() string {
@@ -449,7 +449,7 @@ func gatewayServiceSelector(p *plan, active bool) map[string]string {
 
 // harnessService is the Agent's dedicated Harness Service; its active
 // selector carries the Namespace, Agent, revision and role labels plus the
-// Compute-owned workload name (seed 000 step 2).
+// Compute-owned workload name (docs/design/seed-000.md#step-2).
 func harnessService(p *plan, active bool) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: meta(p.n.agent, p.dp, p.agentOwn, map[string]string{LabelRole: RoleAgent}),

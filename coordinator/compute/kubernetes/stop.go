@@ -17,7 +17,7 @@ import (
 	"oce.dev/oce/shared/contract"
 )
 
-// StopRevision implements compute.Driver (REFERENCE §5.3): it deletes the
+// StopRevision implements compute.Driver (docs/design/reference.md#s5-3): it deletes the
 // Gateway Deployment when it runs this revision (uid + resourceVersion
 // precondition) and waits until the revision's Gateway Pods are gone (up to
 // GatewayStopWait); only then deletes the Harness Deployment and waits for

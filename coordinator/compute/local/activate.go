@@ -12,7 +12,7 @@ import (
 )
 
 // ActivateRevision implements compute.Driver: a staged embedded replacement
-// takes over now (the serving gateway stops first, seed 000 step 3), and
+// takes over now (the serving gateway stops first, docs/design/seed-000.md#step-3), and
 // the Agent's stable endpoint routes to the revision's gateway.
 func (d *Driver) ActivateRevision(ctx context.Context, rev state.Revision) error {
 	if _, err := topologyOf(rev); err != nil {

@@ -38,9 +38,9 @@ const Name = "local"
 // Deadlines carrying the seeds' and the reference's numbers.
 const (
 	// GatewayStopWait bounds the wait for a Gateway to be gone: the pinned
-	// runtime's 330 s service stop budget plus 10 s (REFERENCE §5.3).
+	// runtime's 330 s service stop budget plus 10 s (docs/design/reference.md#s5-3).
 	GatewayStopWait = 340 * time.Second
-	// HarnessStopWait bounds the wait for a Harness (REFERENCE §5.3).
+	// HarnessStopWait bounds the wait for a Harness (docs/design/reference.md#s5-3).
 	HarnessStopWait = 120 * time.Second
 	// LeftoverGrace is how long processes that outlived their stopped
 	// supervisor get before SIGKILL.

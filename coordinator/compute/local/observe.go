@@ -64,7 +64,7 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 		return d.observeProbe(ctx, r, snap), nil
 	case snap.Staged:
 		// Embedded preparation does not validate the replacement: it starts
-		// (and checks its credentials) at activation (seed 000 step 3).
+		// (and checks its credentials) at activation (docs/design/seed-000.md#step-3).
 		return compute.Observation{Ready: true, Reason: ReasonStaged, Staged: true}, nil
 	}
 	gwAddr := fmt.Sprintf("127.0.0.1:%d", snap.Ports.GatewayStatus)

@@ -45,7 +45,7 @@ type revRuntime struct {
 	Gateway    *proc.Process     `json:"gateway,omitempty"`
 	Harness    *proc.Process     `json:"harness,omitempty"`
 	// Staged: an embedded replacement waiting for activation to take over
-	// the Agent's gateway state (the Recreate cutover of seed 000 step 3).
+	// the Agent's gateway state (the Recreate cutover of docs/design/seed-000.md#step-3).
 	Staged bool `json:"staged,omitempty"`
 	// Probe is a staged replacement's probe-only gatewayd (the model probe
 	// before cutover); ProbePassedAtMs is when its probe passed.

@@ -64,7 +64,7 @@ func (d *Driver) stopRuntime(ctx context.Context, r *revRuntime) (compute.StopRe
 
 // RetireRevision implements compute.Driver: the revision's processes stop
 // and its own directory goes; the Agent's claims (gateway state, Harness
-// workspace) and password stay (seed 000 step 3).
+// workspace) and password stay (docs/design/seed-000.md#step-3).
 func (d *Driver) RetireRevision(ctx context.Context, rev state.Revision) error {
 	if err := checkIDs(rev.NamespaceID, rev.AgentID, rev.ID); err != nil {
 		return err

@@ -91,7 +91,7 @@ type Driver struct {
 var _ compute.Driver = (*Driver)(nil)
 
 // DefaultCapabilities follows the Kubernetes driver: the three approved
-// topologies with their harnessAuth methods (REFERENCE §7.3–7.4), stopped
+// topologies with their harnessAuth methods (docs/design/reference.md#s7-3, docs/design/reference.md#s7-4), stopped
 // predecessors for dedicated revisions, activation after the commit.
 func DefaultCapabilities() compute.Capabilities {
 	return compute.Capabilities{

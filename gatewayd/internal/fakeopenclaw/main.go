@@ -1,5 +1,5 @@
 // Command fakeopenclaw stands in for the openclaw CLI in gatewayd's unit
-// tests. Like the real one (OPENCLAW.md §1.4, §1.5) `gateway run --port P`
+// tests. Like the real one (docs/design/openclaw.md#s1-4, docs/design/openclaw.md#s1-5) `gateway run --port P`
 // serves GET /readyz 200 on 127.0.0.1:P and exits 0 on SIGTERM; `doctor
 // --fix --non-interactive` migrates and exits 0. Every call appends one line
 // to $FAKEOC_RECORD. Knobs: FAKEOC_DOCTOR_EXIT (exit code), FAKEOC_DOCTOR_BLOCK=1
