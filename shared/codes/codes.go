@@ -1,7 +1,8 @@
 // Package codes holds oce's closed code sets: runtime diagnostic codes, model
 // probe codes, Codex failure classes, probe cause kinds, and the mapping from
-// a held runtime failure to a revision failure code (docs/design/seed-001.md, docs/design/reference.md#s1-8,
-// §2). Anything outside a set is rejected, never passed through.
+// a held runtime failure to a revision failure code (docs/design/seed-001.md,
+// docs/design/reference.md#s1-8 and #s2). Anything outside a set is
+// rejected, never passed through.
 package codes
 
 import "regexp"

@@ -30,7 +30,7 @@ const DefaultPort = contract.StatusPort
 // reads the remote-status route over the pod network.
 var DefaultAddr = ":" + strconv.Itoa(contract.StatusPort)
 
-// ReadyTimeout is the overall budget of one readiness exec probe (§1.7).
+// ReadyTimeout is the overall budget of one readiness exec probe (docs/design/reference.md#s1-7).
 const ReadyTimeout = 2 * time.Second
 
 // DefaultReadyCheckTimeout bounds the extra readiness check (for example the
@@ -65,7 +65,7 @@ const (
 // ErrReservedKey rejects a status section that would shadow a built-in field.
 var ErrReservedKey = errors.New("status: reserved status key")
 
-// RuntimeFailure is a held startup failure (§1.8).
+// RuntimeFailure is a held startup failure (docs/design/reference.md#s1-8).
 type RuntimeFailure struct {
 	Component string       `json:"component"`
 	Check     string       `json:"check"`
@@ -92,7 +92,7 @@ type PluginStatus struct {
 
 // SameIdentity reports whether p and o describe the same Harness process
 // with the same plugin outcome: startupId, podUid, successful plugin IDs and
-// failures (the peer-status watcher's identity, §1.4).
+// failures (the peer-status watcher's identity, docs/design/reference.md#s1-4).
 func (p PluginStatus) SameIdentity(o PluginStatus) bool {
 	return p.StartupID == o.StartupID && p.PodUID == o.PodUID &&
 		slices.Equal(p.SuccessfulPluginIDs, o.SuccessfulPluginIDs) && slices.Equal(p.Failures, o.Failures)
