@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"oce.dev/oce/coordinator/compute/kubernetes"
+	"oce.dev/oce/coordinator/compute/kubernetes/fakeapi"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/images/imagestest"
 	"oce.dev/oce/probe/fakeprovider"
@@ -39,7 +40,7 @@ type rendered struct {
 // with the Secrets and ConfigMaps of its namespace.
 func render(t *testing.T, rev state.Revision, creds map[string][]byte, role string) rendered {
 	t.Helper()
-	cs := fake.NewClientset()
+	cs := fakeapi.NewClientset()
 	prepare(t, cs, rev, creds)
 	return renderedOf(t, cs, role)
 }
@@ -49,7 +50,7 @@ func render(t *testing.T, rev state.Revision, creds map[string][]byte, role stri
 // ready Harness Pod is planted between two preparation passes.
 func renderDedicated(t *testing.T, rev state.Revision, creds map[string][]byte) (harness, gateway rendered) {
 	t.Helper()
-	cs := fake.NewClientset()
+	cs := fakeapi.NewClientset()
 	prepare(t, cs, rev, creds)
 	harness = renderedOf(t, cs, kubernetes.RoleAgent)
 	dep, err := cs.AppsV1().Deployments(harness.ns).Get(context.Background(), harness.name, metav1.GetOptions{})

@@ -2,9 +2,7 @@ package kubernetes
 
 import (
 	"context"
-	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,12 +10,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/compute/kubernetes/fakeapi"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
 	"oce.dev/oce/shared/contract"
@@ -347,17 +344,6 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// newClientset is a fake clientset that, like the API server, gives every
-// ClusterIP Service a cluster IP at creation.
-func newClientset() *fake.Clientset {
-	cs := fake.NewClientset()
-	var n atomic.Int32
-	cs.PrependReactor("create", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		svc := a.(k8stesting.CreateAction).GetObject().(*corev1.Service)
-		if svc.Spec.ClusterIP == "" {
-			svc.Spec.ClusterIP = fmt.Sprintf("10.96.0.%d", n.Add(1))
-		}
-		return false, nil, nil
-	})
-	return cs
-}
+// newClientset is a fake clientset that assigns cluster IPs like the API
+// server.
+func newClientset() *fake.Clientset { return fakeapi.NewClientset() }
