@@ -528,7 +528,14 @@ func TestPagesOfferWhatTheIAMDriverAllows(t *testing.T) {
 	require.Regexp(t, `<textarea[^>]*readonly`, p.body)
 
 	// forged POSTs (the session's own CSRF token): the API refuses them,
-	// changes nothing and records each denied attempt
+	// changes nothing and records each denied attempt. The engine's health
+	// watcher records the Agent's readiness once observed, then only what
+	// changes: wait for it, so the digest compares requests' effects only.
+	require.Eventually(t, func() bool {
+		a := f.agent()
+		h, ok := f.b.M.Health(a.ID)
+		return ok && h.Ready && h.RevisionID == a.ActiveRevisionID
+	}, 10*time.Second, 5*time.Millisecond)
 	before, n := f.b.M.DigestWithoutAudit(), len(f.b.M.Audit(0, 0))
 	p = v.post(agent+"/deploy", url.Values{"csrf": {csrf}})
 	require.Equal(t, http.StatusForbidden, p.status)
