@@ -2,6 +2,7 @@ package kube
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,8 +153,10 @@ func TestDedicatedCodex(t *testing.T) {
 	require.NoError(t, err)
 	occTeam(t, "agent", "stop", "coder")
 	for name, lines := range map[string]func() []string{"gatewayd": gLines, "harnessd": hLines} {
-		recs := logRecords(lines())
-		require.NotNil(t, record(recs, "stop signal"), "SIGTERM reached %s", name)
+		out := lines()
+		recs := logRecords(out)
+		require.NotNil(t, record(recs, "stop signal"), "SIGTERM reached %s; its log ends:\n%s", name,
+			strings.Join(out[max(0, len(out)-5):], "\n"))
 		stopped := record(recs, "stopped")
 		require.NotNil(t, stopped, "%s exited", name)
 		if name == "gatewayd" {

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -147,9 +148,11 @@ func TestEmbeddedOpenClaw(t *testing.T) {
 	require.NoError(t, err)
 	stopAt := time.Now()
 	occTeam(t, "agent", "stop", "emb")
-	recs := logRecords(lines())
+	logged := lines()
+	recs := logRecords(logged)
 	sig := record(recs, "stop signal")
-	require.NotNil(t, sig, "SIGTERM reached the supervisor")
+	require.NotNil(t, sig, "SIGTERM reached the supervisor; the log ends:\n%s",
+		strings.Join(logged[max(0, len(logged)-5):], "\n"))
 	require.Equal(t, "terminated", sig["signal"])
 	stopped := record(recs, "stopped")
 	require.NotNil(t, stopped, "gatewayd's closing record")

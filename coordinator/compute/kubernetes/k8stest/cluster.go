@@ -386,6 +386,9 @@ func (c *Cluster) FollowLogs(ctx context.Context, namespace, pod, container stri
 	return c.Client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(ctx)
 }
 
+// MaxLogLine is the longest log line LogLines reads.
+const MaxLogLine = 16 << 20
+
 // LogLines follows a container's log from now on; wait blocks until the
 // container exits (or ctx ends) and returns every line, so a test can stop
 // a Pod and then read what the program logged on its way out (SIGTERM).
@@ -398,9 +401,16 @@ func (c *Cluster) LogLines(ctx context.Context, namespace, pod, container string
 	go func() {
 		defer rc.Close()
 		var lines []string
+		// a runtime's line can be long (a child's output, a config dump):
+		// the default 64 KiB token limit would end the scan early and lose
+		// the records written on the way out
 		sc := bufio.NewScanner(rc)
+		sc.Buffer(make([]byte, 0, 64<<10), MaxLogLine)
 		for sc.Scan() {
 			lines = append(lines, sc.Text())
+		}
+		if err := sc.Err(); err != nil {
+			lines = append(lines, "k8stest: log stream: "+err.Error())
 		}
 		done <- lines
 	}()
