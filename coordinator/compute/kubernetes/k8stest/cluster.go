@@ -399,22 +399,36 @@ func (c *Cluster) LogLines(ctx context.Context, namespace, pod, container string
 	}
 	done := make(chan []string, 1)
 	go func() {
-		defer rc.Close()
-		var lines []string
-		// a runtime's line can be long (a child's output, a config dump):
-		// the default 64 KiB token limit would end the scan early and lose
-		// the records written on the way out
-		sc := bufio.NewScanner(rc)
-		sc.Buffer(make([]byte, 0, 64<<10), MaxLogLine)
-		for sc.Scan() {
-			lines = append(lines, sc.Text())
-		}
-		if err := sc.Err(); err != nil {
-			lines = append(lines, "k8stest: log stream: "+err.Error())
+		lines := scanLines(rc)
+		// kubelet can end a follow when it sees the container exit, before
+		// the last lines written on the way out reached it: read the whole
+		// log once more (complete now) and keep the longer account
+		if full, err := c.Client.CoreV1().Pods(namespace).GetLogs(pod,
+			&corev1.PodLogOptions{Container: container}).Stream(ctx); err == nil {
+			if again := scanLines(full); len(again) > len(lines) {
+				lines = again
+			}
 		}
 		done <- lines
 	}()
 	return func() []string { return <-done }, nil
+}
+
+// scanLines reads every line of rc and closes it. A runtime's line can be
+// long (a child's output, a config dump): the default 64 KiB token limit
+// would end the scan early and lose the records written on the way out.
+func scanLines(rc io.ReadCloser) []string {
+	defer rc.Close()
+	var lines []string
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 0, 64<<10), MaxLogLine)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		lines = append(lines, "k8stest: log stream: "+err.Error())
+	}
+	return lines
 }
 
 var importedRe = regexp.MustCompile(`(?m)^unpacking (\S+) \(sha256:[0-9a-f]+\)`)
