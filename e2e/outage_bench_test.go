@@ -155,7 +155,18 @@ func (e *env) phaseMs(t testing.TB, agentID, revID, phase string) float64 {
 func (e *env) redeploy(b *testing.B, agent, key string, inspect func(code int, lines []timedLine)) time.Duration {
 	e.mustOcc(b, "agent", "update", agent, "--auth-method", "api_key", "--auth-ref", "local:"+key)
 	s := e.startSender(b, agent)
-	time.Sleep(2 * time.Second) // a few answered turns before the deploy
+	// a few answered turns before the deploy, so the outage has a start
+	require.Eventually(b, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		ok := 0
+		for _, r := range s.sends {
+			if r.ok {
+				ok++
+			}
+		}
+		return ok >= 2
+	}, 2*time.Minute, 50*time.Millisecond, "the Agent answers before the redeploy")
 	lines, code := e.occStream(context.Background(), "agent", "deploy", agent, "--wait", "--timeout", "8m")
 	inspect(code, lines)
 	a := e.agentWire(b, agent)
