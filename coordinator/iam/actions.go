@@ -44,6 +44,15 @@ const (
 	ManageRestrictions   Action = "ManageRestrictions"
 	ViewInstallation     Action = "ViewInstallation"
 	WhoAmI               Action = "WhoAmI"
+
+	// The credential sources of a Namespace (docs/credentials.md):
+	// viewing their metadata, creating, rotating and withdrawing them, and
+	// registering one from an existing location (cluster-admin only).
+	ViewCredentialSource     Action = "ViewCredentialSource"
+	CreateCredentialSource   Action = "CreateCredentialSource"
+	RotateCredentialSource   Action = "RotateCredentialSource"
+	WithdrawCredentialSource Action = "WithdrawCredentialSource"
+	RegisterCredentialSource Action = "RegisterCredentialSource"
 )
 
 // ActionInfo describes an action: its group, the resource types it applies
@@ -61,6 +70,8 @@ type ActionInfo struct {
 }
 
 var sp = []string{TypeServicePrincipal}
+
+var cs = []string{TypeCredentialSource}
 
 // actions is the schema's action table.
 var actions = map[Action]ActionInfo{
@@ -95,6 +106,17 @@ var actions = map[Action]ActionInfo{
 	ManageRestrictions:   {Resources: []string{TypeRestriction}, Audit: "oce.restrictions.manage"},
 	ViewInstallation:     {Group: GroupAuthenticated, Resources: []string{TypeCluster}},
 	WhoAmI:               {Group: GroupAuthenticated, Resources: []string{TypeCluster}},
+
+	// A source's metadata is the Namespace's viewers'; its values are
+	// written by its admins and never read back by anyone. Registering
+	// copies a value from a location outside the Namespace (a Secret of
+	// another Kubernetes namespace, a file of the local secrets directory):
+	// a cluster administrator's act.
+	ViewCredentialSource:     {Group: GroupView, Resources: cs},
+	CreateCredentialSource:   {Group: GroupAdminister, Resources: cs, Audit: "oce.credentials.create"},
+	RotateCredentialSource:   {Group: GroupAdminister, Resources: cs, Audit: "oce.credentials.rotate"},
+	WithdrawCredentialSource: {Group: GroupAdminister, Resources: cs, Audit: "oce.credentials.withdraw"},
+	RegisterCredentialSource: {Resources: cs, Audit: "oce.credentials.register"},
 }
 
 // deployContext is what a DeployAgent request's context always carries:
@@ -105,7 +127,7 @@ var deployContext = map[string]string{
 	"computeId":         "String",
 	"harnessAuthMethod": "String", // "" without a binding
 	"credentialKind":    "String",
-	"credentialSource":  "String", // the sourceRef, "" without one
+	"credentialSource":  "String", // the sourceRef (canonical spelling), "" without one
 	"customEndpoint":    "Bool",   // the custom-endpoint compile applies
 	"provider":          "String", // of the primary model
 	"model":             "String",

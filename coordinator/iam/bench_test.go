@@ -26,9 +26,9 @@ func BenchmarkAuthorize(b *testing.B) {
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("policies=%d", n), func(b *testing.B) {
 			f := &fixture{t: &testing.T{}, m: state.NewMachine()}
-			apply := func(typ string, p any) {
+			apply := func(typ state.Named, p any) {
 				f.n++
-				e, err := state.Encode(typ, t0.Add(time.Duration(f.n)*time.Second), "bootstrap", p)
+				e, err := state.Encode(typ.Name(), t0.Add(time.Duration(f.n)*time.Second), "bootstrap", p)
 				require.NoError(b, err)
 				_, err = f.m.ApplyBytes(e)
 				require.NoError(b, err)

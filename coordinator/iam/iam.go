@@ -3,8 +3,10 @@
 // deployment of the exact Agent and enforces applicable Restrictions through
 // the authoritative IAMDriver"), its built-in Cedar driver (cedar.go) with
 // the built-in roles as Cedar policies and operator Restrictions as forbid
-// policies validated against a schema (schema.go), and the reauthorization
-// of a work's original actor before any compute effect (reauth.go).
+// policies validated against a schema (schema.go), and the resources and
+// principals of state entities (entities.go). What a principal may do with
+// the exact resources of a deploy is decided over this package by
+// coordinator/policy.
 package iam
 
 import (

@@ -62,7 +62,7 @@ entity Restriction in [Cluster] {
 `
 
 // SchemaText is the Cedar schema Restrictions are validated against
-// (docs/IAM.md lists it too).
+// (docs/API.md lists it too).
 var SchemaText = buildSchema()
 
 func buildSchema() string {

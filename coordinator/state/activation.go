@@ -111,16 +111,6 @@ func (a *activation) empty() bool {
 	return len(a.revs)+len(a.policies)+len(a.health)+len(a.cancels)+len(a.rollback) == 0
 }
 
-// Commands of truthful activation.
-const (
-	CmdRecordRevisionRuntime = "RecordRevisionRuntime"
-	CmdObserveAgent          = "ObserveAgent"
-	CmdCancelWork            = "CancelWork"
-	CmdRequeueFinalization   = "RequeueFinalization"
-	CmdRequestRollback       = "RequestRollback"
-	CmdSetRollbackPolicy     = "SetRollbackPolicy"
-)
-
 // RecordRevisionRuntime records, under a live claim of the revision's
 // activate work, what the engine observed of its runtime. Empty fields are
 // recorded as empty (the observation replaces the previous one), except
@@ -187,15 +177,6 @@ type SetRollbackPolicy struct {
 	Policy  *RollbackPolicy `json:"policy,omitempty"`
 }
 
-var activationHandlers = map[string]handler{
-	CmdRecordRevisionRuntime: typed(applyRecordRevisionRuntime),
-	CmdObserveAgent:          typed(applyObserveAgent),
-	CmdCancelWork:            typed(applyCancelWork),
-	CmdRequeueFinalization:   typed(applyRequeueFinalization),
-	CmdRequestRollback:       typed(applyRequestRollback),
-	CmdSetRollbackPolicy:     typed(applySetRollbackPolicy),
-}
-
 func validPolicy(p *RollbackPolicy) error {
 	if p != nil && (p.Window <= 0 || p.Window > MaxRollbackWindow) {
 		return fmt.Errorf("%w: rollback window must be in (0, %s]", ErrInvalid, MaxRollbackWindow)
@@ -203,13 +184,13 @@ func validPolicy(p *RollbackPolicy) error {
 	return nil
 }
 
-func applySetRollbackPolicy(d *data, _ Command, p SetRollbackPolicy) (any, error) {
+func applySetRollbackPolicy(d *data, _ Command, p SetRollbackPolicy) (Agent, error) {
 	a, ok := d.agents[p.AgentID]
 	if !ok {
-		return nil, fmt.Errorf("%w: agent %q", ErrNotFound, p.AgentID)
+		return Agent{}, fmt.Errorf("%w: agent %q", ErrNotFound, p.AgentID)
 	}
 	if err := validPolicy(p.Policy); err != nil {
-		return nil, err
+		return Agent{}, err
 	}
 	d.act.setPolicy(a.ID, p.Policy)
 	return cloneAgent(a), nil
@@ -223,16 +204,16 @@ func (a *activation) setPolicy(agentID string, p *RollbackPolicy) {
 	a.policies[agentID] = *p
 }
 
-func applyRecordRevisionRuntime(d *data, c Command, p RecordRevisionRuntime) (any, error) {
+func applyRecordRevisionRuntime(d *data, c Command, p RecordRevisionRuntime) (RevisionRuntime, error) {
 	w, err := liveClaim(d, c, p.ClaimRef)
 	if err != nil {
-		return nil, err
+		return RevisionRuntime{}, err
 	}
 	if w.Kind != WorkActivate {
-		return nil, fmt.Errorf("%w: work %q is %s work, not activate", ErrInvalid, w.ID, w.Kind)
+		return RevisionRuntime{}, fmt.Errorf("%w: work %q is %s work, not activate", ErrInvalid, w.ID, w.Kind)
 	}
 	if p.Credential != "" && p.Credential != CredentialPassed && p.Credential != CredentialRejected && p.Credential != CredentialSkipped {
-		return nil, fmt.Errorf("%w: credential outcome %q", ErrInvalid, p.Credential)
+		return RevisionRuntime{}, fmt.Errorf("%w: credential outcome %q", ErrInvalid, p.Credential)
 	}
 	rt := d.act.revs[w.RevisionID]
 	rt.RevisionID = w.RevisionID
@@ -246,13 +227,13 @@ func applyRecordRevisionRuntime(d *data, c Command, p RecordRevisionRuntime) (an
 	return cloneRuntime(rt), nil
 }
 
-func applyObserveAgent(d *data, c Command, p ObserveAgent) (any, error) {
+func applyObserveAgent(d *data, c Command, p ObserveAgent) (AgentHealth, error) {
 	a, ok := d.agents[p.AgentID]
 	if !ok {
-		return nil, fmt.Errorf("%w: agent %q", ErrNotFound, p.AgentID)
+		return AgentHealth{}, fmt.Errorf("%w: agent %q", ErrNotFound, p.AgentID)
 	}
 	if p.RevisionID == "" || a.ActiveRevisionID != p.RevisionID {
-		return nil, fmt.Errorf("%w: active revision is %q, observed %q", ErrActiveRevisionChanged, a.ActiveRevisionID, p.RevisionID)
+		return AgentHealth{}, fmt.Errorf("%w: active revision is %q, observed %q", ErrActiveRevisionChanged, a.ActiveRevisionID, p.RevisionID)
 	}
 	prev, had := d.act.health[a.ID]
 	h := AgentHealth{RevisionID: p.RevisionID, Ready: p.Ready, Reason: p.Reason, HeldCode: p.HeldCode,
@@ -267,13 +248,13 @@ func applyObserveAgent(d *data, c Command, p ObserveAgent) (any, error) {
 	return h, nil
 }
 
-func applyCancelWork(d *data, c Command, p CancelWork) (any, error) {
+func applyCancelWork(d *data, c Command, p CancelWork) (Work, error) {
 	w, a, r, err := liveActivateClaim(d, c, p.ClaimRef)
 	if err != nil {
-		return nil, err
+		return Work{}, err
 	}
 	if a.ActiveRevisionID == r.ID {
-		return nil, fmt.Errorf("%w: revision %q is already active", ErrConflict, r.ID)
+		return Work{}, fmt.Errorf("%w: revision %q is already active", ErrConflict, r.ID)
 	}
 	cancelWork(d, c, w)
 	return d.work[w.ID], nil
@@ -314,32 +295,32 @@ func (d *data) requestCancels(c Command, agentID string) {
 	}
 }
 
-func applyRequeueFinalization(d *data, c Command, p RequeueFinalization) (any, error) {
+func applyRequeueFinalization(d *data, c Command, p RequeueFinalization) (Work, error) {
 	a, ok := d.agents[p.AgentID]
 	if !ok {
-		return nil, fmt.Errorf("%w: agent %q", ErrNotFound, p.AgentID)
+		return Work{}, fmt.Errorf("%w: agent %q", ErrNotFound, p.AgentID)
 	}
 	ma, err := maxAttempts(p.MaxAttempts)
 	if err != nil {
-		return nil, err
+		return Work{}, err
 	}
 	rt := d.act.revs[p.RevisionID]
 	switch {
 	case p.WorkID == "":
-		return nil, fmt.Errorf("%w: workId is required", ErrInvalid)
+		return Work{}, fmt.Errorf("%w: workId is required", ErrInvalid)
 	case a.Deleting:
-		return nil, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
+		return Work{}, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
 	case a.ActiveRevisionID != p.RevisionID:
-		return nil, fmt.Errorf("%w: active revision is %q, not %q", ErrActiveRevisionChanged, a.ActiveRevisionID, p.RevisionID)
+		return Work{}, fmt.Errorf("%w: active revision is %q, not %q", ErrActiveRevisionChanged, a.ActiveRevisionID, p.RevisionID)
 	case !rt.Unfinalized:
-		return nil, fmt.Errorf("%w: revision %q owes no finalization", ErrConflict, p.RevisionID)
+		return Work{}, fmt.Errorf("%w: revision %q owes no finalization", ErrConflict, p.RevisionID)
 	}
 	if _, ok := d.work[p.WorkID]; ok {
-		return nil, fmt.Errorf("%w: work %q exists", ErrConflict, p.WorkID)
+		return Work{}, fmt.Errorf("%w: work %q exists", ErrConflict, p.WorkID)
 	}
 	for id := range d.open {
 		if o := d.work[id]; o.RevisionID == p.RevisionID && o.Kind == WorkActivate {
-			return nil, fmt.Errorf("%w: revision %q has open work %q", ErrConflict, p.RevisionID, id)
+			return Work{}, fmt.Errorf("%w: revision %q has open work %q", ErrConflict, p.RevisionID, id)
 		}
 	}
 	w := Work{ID: p.WorkID, Kind: WorkActivate, NamespaceID: a.NamespaceID, AgentID: a.ID, RevisionID: p.RevisionID,
@@ -349,40 +330,40 @@ func applyRequeueFinalization(d *data, c Command, p RequeueFinalization) (any, e
 	return w, nil
 }
 
-func applyRequestRollback(d *data, c Command, p RequestRollback) (any, error) {
+func applyRequestRollback(d *data, c Command, p RequestRollback) (Work, error) {
 	a, ok := d.agents[p.AgentID]
 	if !ok {
-		return nil, fmt.Errorf("%w: agent %q", ErrNotFound, p.AgentID)
+		return Work{}, fmt.Errorf("%w: agent %q", ErrNotFound, p.AgentID)
 	}
 	ma, err := maxAttempts(p.MaxAttempts)
 	if err != nil {
-		return nil, err
+		return Work{}, err
 	}
 	from := d.act.revs[p.FromRevisionID]
 	to, toOK := d.revisions[p.ToRevisionID]
 	_, policy := d.act.policies[a.ID]
 	switch {
 	case p.WorkID == "" || p.Cause == "":
-		return nil, fmt.Errorf("%w: workId and cause are required", ErrInvalid)
+		return Work{}, fmt.Errorf("%w: workId and cause are required", ErrInvalid)
 	case !policy:
-		return nil, fmt.Errorf("%w: agent %q has no rollback policy", ErrConflict, a.ID)
+		return Work{}, fmt.Errorf("%w: agent %q has no rollback policy", ErrConflict, a.ID)
 	case a.Deleting:
-		return nil, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
+		return Work{}, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
 	case a.ActiveRevisionID != p.FromRevisionID:
-		return nil, fmt.Errorf("%w: active revision is %q, not %q", ErrActiveRevisionChanged, a.ActiveRevisionID, p.FromRevisionID)
+		return Work{}, fmt.Errorf("%w: active revision is %q, not %q", ErrActiveRevisionChanged, a.ActiveRevisionID, p.FromRevisionID)
 	case from.Rollback || from.RolledBack:
-		return nil, fmt.Errorf("%w: revision %q was activated by, or already caused, a rollback", ErrConflict, p.FromRevisionID)
+		return Work{}, fmt.Errorf("%w: revision %q was activated by, or already caused, a rollback", ErrConflict, p.FromRevisionID)
 	case from.PreviousRevisionID == "" || from.PreviousRevisionID != p.ToRevisionID:
-		return nil, fmt.Errorf("%w: %q is not the exact previous revision of %q", ErrInvalid, p.ToRevisionID, p.FromRevisionID)
+		return Work{}, fmt.Errorf("%w: %q is not the exact previous revision of %q", ErrInvalid, p.ToRevisionID, p.FromRevisionID)
 	case !toOK || to.AgentID != a.ID || to.NamespaceID != a.NamespaceID:
-		return nil, fmt.Errorf("%w: revision %q does not belong to agent %q", ErrInvalid, p.ToRevisionID, a.ID)
+		return Work{}, fmt.Errorf("%w: revision %q does not belong to agent %q", ErrInvalid, p.ToRevisionID, a.ID)
 	}
 	if _, ok := d.work[p.WorkID]; ok {
-		return nil, fmt.Errorf("%w: work %q exists", ErrConflict, p.WorkID)
+		return Work{}, fmt.Errorf("%w: work %q exists", ErrConflict, p.WorkID)
 	}
 	for id := range d.open {
 		if o := d.work[id]; o.AgentID == a.ID && o.Kind == WorkActivate {
-			return nil, fmt.Errorf("%w: agent %q has open activate work %q", ErrConflict, a.ID, id)
+			return Work{}, fmt.Errorf("%w: agent %q has open activate work %q", ErrConflict, a.ID, id)
 		}
 	}
 	from.RolledBack = true

@@ -28,15 +28,15 @@ func compactDocument(doc json.RawMessage) (json.RawMessage, error) {
 
 func validMode(m string) bool { return m == ModeEmbedded || m == ModeDedicated }
 
-func applyCreateNamespace(d *data, c Command, p CreateNamespace) (any, error) {
+func applyCreateNamespace(d *data, c Command, p CreateNamespace) (Namespace, error) {
 	if p.ID == "" || p.Name == "" {
-		return nil, fmt.Errorf("%w: id and name are required", ErrInvalid)
+		return Namespace{}, fmt.Errorf("%w: id and name are required", ErrInvalid)
 	}
 	if _, ok := d.namespaces[p.ID]; ok {
-		return nil, fmt.Errorf("%w: namespace %q exists", ErrConflict, p.ID)
+		return Namespace{}, fmt.Errorf("%w: namespace %q exists", ErrConflict, p.ID)
 	}
 	if _, ok := d.nsByName[p.Name]; ok {
-		return nil, fmt.Errorf("%w: namespace name %q is taken", ErrConflict, p.Name)
+		return Namespace{}, fmt.Errorf("%w: namespace name %q is taken", ErrConflict, p.Name)
 	}
 	ns := Namespace{ID: p.ID, Name: p.Name, CreatedAt: c.Time}
 	d.putNamespace(ns)
@@ -44,13 +44,45 @@ func applyCreateNamespace(d *data, c Command, p CreateNamespace) (any, error) {
 	return ns, nil
 }
 
-func applyDeleteNamespace(d *data, c Command, p DeleteNamespace) (any, error) {
+func applySetNamespaceQuota(d *data, c Command, p SetNamespaceQuota) (Namespace, error) {
+	ns, ok := d.namespaces[p.NamespaceID]
+	if !ok {
+		return Namespace{}, fmt.Errorf("%w: namespace %q", ErrNotFound, p.NamespaceID)
+	}
+	if p.Quota != nil && p.Quota.Agents < 0 {
+		return Namespace{}, fmt.Errorf("%w: quota agents %d", ErrInvalid, p.Quota.Agents)
+	}
+	ns.Quota = p.Quota
+	ns = cloneNamespace(ns)
+	d.namespaces[ns.ID] = ns
+	d.audit3(c, AuditNamespaceQuota, NamespaceResource(ns.Name), ns.ID, "", quotaDetails(ns.Quota))
+	return cloneNamespace(ns), nil
+}
+
+// quotaDetails is a quota as audit details (nil: removed).
+func quotaDetails(q *NamespaceQuota) map[string]string {
+	if q == nil {
+		return map[string]string{"quota": "none"}
+	}
+	out := map[string]string{}
+	for k, v := range map[string]string{"cpu": q.CPU, "memory": q.Memory, "storage": q.Storage} {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	if q.Agents > 0 {
+		out["agents"] = fmt.Sprint(q.Agents)
+	}
+	return out
+}
+
+func applyDeleteNamespace(d *data, c Command, p DeleteNamespace) (Namespace, error) {
 	ns, ok := d.namespaces[p.ID]
 	if !ok {
-		return nil, fmt.Errorf("%w: namespace %q", ErrNotFound, p.ID)
+		return Namespace{}, fmt.Errorf("%w: namespace %q", ErrNotFound, p.ID)
 	}
 	if n := len(d.nsAgents[p.ID]); n > 0 {
-		return nil, fmt.Errorf("%w: namespace %q still holds %d agent(s): delete them first", ErrConflict, ns.Name, n)
+		return Namespace{}, fmt.Errorf("%w: namespace %q still holds %d agent(s): delete them first", ErrConflict, ns.Name, n)
 	}
 	cfgs := 0
 	for _, c := range d.configurations {
@@ -59,7 +91,10 @@ func applyDeleteNamespace(d *data, c Command, p DeleteNamespace) (any, error) {
 		}
 	}
 	if cfgs > 0 {
-		return nil, fmt.Errorf("%w: namespace %q still holds %d configuration(s): delete them first", ErrConflict, ns.Name, cfgs)
+		return Namespace{}, fmt.Errorf("%w: namespace %q still holds %d configuration(s): delete them first", ErrConflict, ns.Name, cfgs)
+	}
+	if n := d.credentialsIn(p.ID); n > 0 {
+		return Namespace{}, fmt.Errorf("%w: namespace %q still holds %d credential source(s): withdraw them first", ErrConflict, ns.Name, n)
 	}
 	sps, bindings := 0, 0
 	for _, sp := range d.ids.sps {
@@ -73,7 +108,7 @@ func applyDeleteNamespace(d *data, c Command, p DeleteNamespace) (any, error) {
 		}
 	}
 	if sps > 0 || bindings > 0 {
-		return nil, fmt.Errorf("%w: namespace %q still holds %d service principal(s) and %d role binding(s): delete them first",
+		return Namespace{}, fmt.Errorf("%w: namespace %q still holds %d service principal(s) and %d role binding(s): delete them first",
 			ErrConflict, ns.Name, sps, bindings)
 	}
 	delete(d.namespaces, p.ID)
@@ -83,10 +118,10 @@ func applyDeleteNamespace(d *data, c Command, p DeleteNamespace) (any, error) {
 	return ns, nil
 }
 
-func applyDeleteConfiguration(d *data, cmd Command, p DeleteConfiguration) (any, error) {
+func applyDeleteConfiguration(d *data, cmd Command, p DeleteConfiguration) (Configuration, error) {
 	c, ok := d.configurations[p.ID]
 	if !ok {
-		return nil, fmt.Errorf("%w: configuration %q", ErrNotFound, p.ID)
+		return Configuration{}, fmt.Errorf("%w: configuration %q", ErrNotFound, p.ID)
 	}
 	users := 0
 	for id := range d.nsAgents[c.NamespaceID] {
@@ -95,7 +130,7 @@ func applyDeleteConfiguration(d *data, cmd Command, p DeleteConfiguration) (any,
 		}
 	}
 	if users > 0 {
-		return nil, fmt.Errorf("%w: configuration %q is used by %d agent(s): point them elsewhere or delete them first", ErrConflict, c.Name, users)
+		return Configuration{}, fmt.Errorf("%w: configuration %q is used by %d agent(s): point them elsewhere or delete them first", ErrConflict, c.Name, users)
 	}
 	delete(d.configurations, p.ID)
 	delete(d.cfgByName, nameKey{c.NamespaceID, c.Name})
@@ -103,23 +138,23 @@ func applyDeleteConfiguration(d *data, cmd Command, p DeleteConfiguration) (any,
 	return cloneConfiguration(c), nil
 }
 
-func applyPutConfiguration(d *data, c Command, p PutConfiguration) (any, error) {
+func applyPutConfiguration(d *data, c Command, p PutConfiguration) (Configuration, error) {
 	if p.ID == "" || p.NamespaceID == "" || p.Name == "" {
-		return nil, fmt.Errorf("%w: id, namespaceId and name are required", ErrInvalid)
+		return Configuration{}, fmt.Errorf("%w: id, namespaceId and name are required", ErrInvalid)
 	}
 	doc, err := compactDocument(p.Document)
 	if err != nil {
-		return nil, err
+		return Configuration{}, err
 	}
 	if _, ok := d.namespaces[p.NamespaceID]; !ok {
-		return nil, fmt.Errorf("%w: namespace %q", ErrNotFound, p.NamespaceID)
+		return Configuration{}, fmt.Errorf("%w: namespace %q", ErrNotFound, p.NamespaceID)
 	}
 	prev, exists := d.configurations[p.ID]
 	if exists && prev.NamespaceID != p.NamespaceID {
-		return nil, fmt.Errorf("%w: configuration %q belongs to another namespace", ErrConflict, p.ID)
+		return Configuration{}, fmt.Errorf("%w: configuration %q belongs to another namespace", ErrConflict, p.ID)
 	}
 	if id, ok := d.cfgByName[nameKey{p.NamespaceID, p.Name}]; ok && id != p.ID {
-		return nil, fmt.Errorf("%w: configuration name %q is taken", ErrConflict, p.Name)
+		return Configuration{}, fmt.Errorf("%w: configuration name %q is taken", ErrConflict, p.Name)
 	}
 	cf := Configuration{ID: p.ID, NamespaceID: p.NamespaceID, Name: p.Name, Generation: 1,
 		Document: doc, CreatedAt: c.Time, UpdatedAt: c.Time}
@@ -135,61 +170,61 @@ func applyPutConfiguration(d *data, c Command, p PutConfiguration) (any, error) 
 	return cloneConfiguration(cf), nil
 }
 
-func applyCreateAgent(d *data, c Command, p CreateAgent) (any, error) {
+func applyCreateAgent(d *data, c Command, p CreateAgent) (Agent, error) {
 	if p.ID == "" || p.NamespaceID == "" || p.Name == "" || p.ConfigurationID == "" {
-		return nil, fmt.Errorf("%w: id, namespaceId, name and configurationId are required", ErrInvalid)
+		return Agent{}, fmt.Errorf("%w: id, namespaceId, name and configurationId are required", ErrInvalid)
 	}
 	mode := p.ExecutionMode
 	if mode == "" {
 		mode = ModeEmbedded
 	}
 	if !validMode(mode) {
-		return nil, fmt.Errorf("%w: execution mode %q", ErrInvalid, mode)
+		return Agent{}, fmt.Errorf("%w: execution mode %q", ErrInvalid, mode)
 	}
 	if _, ok := d.namespaces[p.NamespaceID]; !ok {
-		return nil, fmt.Errorf("%w: namespace %q", ErrNotFound, p.NamespaceID)
+		return Agent{}, fmt.Errorf("%w: namespace %q", ErrNotFound, p.NamespaceID)
 	}
 	if cf, ok := d.configurations[p.ConfigurationID]; !ok || cf.NamespaceID != p.NamespaceID {
-		return nil, fmt.Errorf("%w: configuration %q in namespace %q", ErrNotFound, p.ConfigurationID, p.NamespaceID)
+		return Agent{}, fmt.Errorf("%w: configuration %q in namespace %q", ErrNotFound, p.ConfigurationID, p.NamespaceID)
 	}
 	if _, ok := d.agents[p.ID]; ok {
-		return nil, fmt.Errorf("%w: agent %q exists", ErrConflict, p.ID)
+		return Agent{}, fmt.Errorf("%w: agent %q exists", ErrConflict, p.ID)
 	}
 	if _, ok := d.agentByName[nameKey{p.NamespaceID, p.Name}]; ok {
-		return nil, fmt.Errorf("%w: agent name %q is taken", ErrConflict, p.Name)
+		return Agent{}, fmt.Errorf("%w: agent name %q is taken", ErrConflict, p.Name)
 	}
 	if err := validPolicy(p.Rollback); err != nil {
-		return nil, err
+		return Agent{}, err
 	}
 	d.act.setPolicy(p.ID, p.Rollback)
 	a := Agent{ID: p.ID, NamespaceID: p.NamespaceID, Name: p.Name, ExecutionMode: mode,
 		ConfigurationID: p.ConfigurationID, HarnessAuth: cloneAuth(p.HarnessAuth), ComputeID: p.ComputeID,
-		Plugins: cloneStrings(p.Plugins), CreatedAt: c.Time, UpdatedAt: c.Time}
+		Plugins: cloneStrings(p.Plugins), Resources: cloneResources(p.Resources), CreatedAt: c.Time, UpdatedAt: c.Time}
 	if err := d.agentServicePrincipal(c, p, &a); err != nil {
-		return nil, err
+		return Agent{}, err
 	}
 	d.addAgent(a)
 	d.audit3(c, AuditAgentCreate, d.agentResource(a), a.NamespaceID, a.ID, nil)
 	return cloneAgent(a), nil
 }
 
-func applyUpdateAgent(d *data, c Command, p UpdateAgent) (any, error) {
+func applyUpdateAgent(d *data, c Command, p UpdateAgent) (Agent, error) {
 	a, ok := d.agents[p.AgentID]
 	if !ok {
-		return nil, fmt.Errorf("%w: agent %q", ErrNotFound, p.AgentID)
+		return Agent{}, fmt.Errorf("%w: agent %q", ErrNotFound, p.AgentID)
 	}
 	if a.Deleting {
-		return nil, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
+		return Agent{}, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
 	}
 	if err := validPolicy(p.Rollback); err != nil && p.Rollback.Enabled {
-		return nil, err
+		return Agent{}, err
 	}
 	if p.ExecutionMode != nil && !validMode(*p.ExecutionMode) {
-		return nil, fmt.Errorf("%w: execution mode %q", ErrInvalid, *p.ExecutionMode)
+		return Agent{}, fmt.Errorf("%w: execution mode %q", ErrInvalid, *p.ExecutionMode)
 	}
 	if p.ConfigurationID != nil {
 		if cf, ok := d.configurations[*p.ConfigurationID]; !ok || cf.NamespaceID != a.NamespaceID {
-			return nil, fmt.Errorf("%w: configuration %q in namespace %q", ErrNotFound, *p.ConfigurationID, a.NamespaceID)
+			return Agent{}, fmt.Errorf("%w: configuration %q in namespace %q", ErrNotFound, *p.ConfigurationID, a.NamespaceID)
 		}
 	}
 	a = p.Applied(a)
@@ -212,57 +247,57 @@ func maxAttempts(n int) (int, error) {
 	return n, nil
 }
 
-func applyAdmitRevision(d *data, c Command, p AdmitRevision) (any, error) {
+func applyAdmitRevision(d *data, c Command, p AdmitRevision) (Admitted, error) {
 	r := p.Revision
 	if r.ID == "" || r.AgentID == "" || p.WorkID == "" {
-		return nil, fmt.Errorf("%w: revision id, agentId and workId are required", ErrInvalid)
+		return Admitted{}, fmt.Errorf("%w: revision id, agentId and workId are required", ErrInvalid)
 	}
 	if !validMode(r.Mode) {
-		return nil, fmt.Errorf("%w: revision mode %q", ErrInvalid, r.Mode)
+		return Admitted{}, fmt.Errorf("%w: revision mode %q", ErrInvalid, r.Mode)
 	}
 	if r.Harness.ID != HarnessOpenClaw && r.Harness.ID != HarnessCodex {
-		return nil, fmt.Errorf("%w: harness %q", ErrInvalid, r.Harness.ID)
+		return Admitted{}, fmt.Errorf("%w: harness %q", ErrInvalid, r.Harness.ID)
 	}
 	doc, err := compactDocument(r.Document)
 	if err != nil {
-		return nil, err
+		return Admitted{}, err
 	}
 	ma, err := maxAttempts(p.MaxAttempts)
 	if err != nil {
-		return nil, err
+		return Admitted{}, err
 	}
 	a, ok := d.agents[r.AgentID]
 	if !ok {
-		return nil, fmt.Errorf("%w: agent %q", ErrNotFound, r.AgentID)
+		return Admitted{}, fmt.Errorf("%w: agent %q", ErrNotFound, r.AgentID)
 	}
 	if r.NamespaceID != a.NamespaceID {
-		return nil, fmt.Errorf("%w: revision namespace %q is not the agent's", ErrInvalid, r.NamespaceID)
+		return Admitted{}, fmt.Errorf("%w: revision namespace %q is not the agent's", ErrInvalid, r.NamespaceID)
 	}
 	if a.Deleting {
-		return nil, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
+		return Admitted{}, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
 	}
 	if _, ok := d.revisions[r.ID]; ok {
-		return nil, fmt.Errorf("%w: revision %q exists", ErrConflict, r.ID)
+		return Admitted{}, fmt.Errorf("%w: revision %q exists", ErrConflict, r.ID)
 	}
 	if _, ok := d.work[p.WorkID]; ok {
-		return nil, fmt.Errorf("%w: work %q exists", ErrConflict, p.WorkID)
+		return Admitted{}, fmt.Errorf("%w: work %q exists", ErrConflict, p.WorkID)
 	}
 	cf, ok := d.configurations[r.ConfigurationID]
 	if !ok {
-		return nil, fmt.Errorf("%w: configuration %q", ErrNotFound, r.ConfigurationID)
+		return Admitted{}, fmt.Errorf("%w: configuration %q", ErrNotFound, r.ConfigurationID)
 	}
 	if r.ConfigurationID != a.ConfigurationID {
-		return nil, fmt.Errorf("%w: agent %q now uses configuration %q", ErrConflict, a.ID, a.ConfigurationID)
+		return Admitted{}, fmt.Errorf("%w: agent %q now uses configuration %q", ErrConflict, a.ID, a.ConfigurationID)
 	}
 	if r.Mode != a.ExecutionMode {
-		return nil, fmt.Errorf("%w: agent %q now runs %s, admission froze %s", ErrConflict, a.ID, a.ExecutionMode, r.Mode)
+		return Admitted{}, fmt.Errorf("%w: agent %q now runs %s, admission froze %s", ErrConflict, a.ID, a.ExecutionMode, r.Mode)
 	}
 	if r.ServicePrincipalID != a.ServicePrincipalID {
-		return nil, fmt.Errorf("%w: agent %q now has service principal %q, admission froze %q", ErrConflict, a.ID,
+		return Admitted{}, fmt.Errorf("%w: agent %q now has service principal %q, admission froze %q", ErrConflict, a.ID,
 			a.ServicePrincipalID, r.ServicePrincipalID)
 	}
 	if cf.Generation != r.ConfigurationGeneration {
-		return nil, fmt.Errorf("%w: configuration %q is at generation %d, admission saw %d",
+		return Admitted{}, fmt.Errorf("%w: configuration %q is at generation %d, admission saw %d",
 			ErrConflict, cf.ID, cf.Generation, r.ConfigurationGeneration)
 	}
 	a.RevisionCount++
@@ -284,7 +319,7 @@ func applyAdmitRevision(d *data, c Command, p AdmitRevision) (any, error) {
 	return Admitted{Revision: cloneRevision(r), WorkID: w.ID}, nil
 }
 
-func applyRequestStop(d *data, c Command, p RequestStop) (any, error) {
+func applyRequestStop(d *data, c Command, p RequestStop) (Work, error) {
 	w, err := requestWork(d, c, p.AgentID, p.WorkID, p.MaxAttempts, WorkStop, p.ActorGroups)
 	if err == nil {
 		d.requestCancels(c, p.AgentID) // a stop cancels a pending activation
@@ -292,29 +327,29 @@ func applyRequestStop(d *data, c Command, p RequestStop) (any, error) {
 	return w, err
 }
 
-func applyRequestDelete(d *data, c Command, p RequestDelete) (any, error) {
+func applyRequestDelete(d *data, c Command, p RequestDelete) (Work, error) {
 	return requestWork(d, c, p.AgentID, p.WorkID, p.MaxAttempts, WorkDelete, p.ActorGroups)
 }
 
 // requestWork enqueues stop or delete work; delete also marks the Agent
 // deleting so no further revision is admitted.
-func requestWork(d *data, c Command, agentID, workID string, n int, kind string, groups []string) (any, error) {
+func requestWork(d *data, c Command, agentID, workID string, n int, kind string, groups []string) (Work, error) {
 	if agentID == "" || workID == "" {
-		return nil, fmt.Errorf("%w: agentId and workId are required", ErrInvalid)
+		return Work{}, fmt.Errorf("%w: agentId and workId are required", ErrInvalid)
 	}
 	ma, err := maxAttempts(n)
 	if err != nil {
-		return nil, err
+		return Work{}, err
 	}
 	a, ok := d.agents[agentID]
 	if !ok {
-		return nil, fmt.Errorf("%w: agent %q", ErrNotFound, agentID)
+		return Work{}, fmt.Errorf("%w: agent %q", ErrNotFound, agentID)
 	}
 	if a.Deleting {
-		return nil, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
+		return Work{}, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
 	}
 	if _, ok := d.work[workID]; ok {
-		return nil, fmt.Errorf("%w: work %q exists", ErrConflict, workID)
+		return Work{}, fmt.Errorf("%w: work %q exists", ErrConflict, workID)
 	}
 	w := Work{ID: workID, Kind: kind, NamespaceID: a.NamespaceID, AgentID: a.ID, RevisionID: a.ActiveRevisionID,
 		State: WorkQueued, Phase: PhaseQueued, MaxAttempts: ma, AvailableAt: c.Time, Actor: c.Actor,
@@ -331,7 +366,7 @@ func requestWork(d *data, c Command, agentID, workID string, n int, kind string,
 	return w, nil
 }
 
-func applySetInstallation(d *data, _ Command, p SetInstallation) (any, error) {
+func applySetInstallation(d *data, _ Command, p SetInstallation) (Installation, error) {
 	d.installation = p.Installation
 	return p.Installation, nil
 }

@@ -59,7 +59,7 @@ func release(w Work, state string, t time.Time) Work {
 	return w
 }
 
-func applyClaimWork(d *data, c Command, p ClaimWork) (any, error) {
+func applyClaimWork(d *data, c Command, p ClaimWork) (*ClaimResult, error) {
 	if p.WorkID == "" || p.Owner == "" {
 		return nil, fmt.Errorf("%w: workId and owner are required", ErrInvalid)
 	}
@@ -103,14 +103,14 @@ func applyClaimWork(d *data, c Command, p ClaimWork) (any, error) {
 	return res, nil
 }
 
-func applyRenewClaim(d *data, c Command, p RenewClaim) (any, error) {
+func applyRenewClaim(d *data, c Command, p RenewClaim) (Work, error) {
 	w, err := liveClaim(d, c, p.ClaimRef)
 	if err != nil {
-		return nil, err
+		return Work{}, err
 	}
 	exp := utc(p.LeaseExpiry)
 	if !exp.After(c.Time) {
-		return nil, fmt.Errorf("%w: lease expiry must be after the entry time", ErrInvalid)
+		return Work{}, fmt.Errorf("%w: lease expiry must be after the entry time", ErrInvalid)
 	}
 	w.LeaseExpiry = exp
 	w.UpdatedAt = c.Time
@@ -118,13 +118,13 @@ func applyRenewClaim(d *data, c Command, p RenewClaim) (any, error) {
 	return w, nil
 }
 
-func applySetWorkPhase(d *data, c Command, p SetWorkPhase) (any, error) {
+func applySetWorkPhase(d *data, c Command, p SetWorkPhase) (Work, error) {
 	w, err := liveClaim(d, c, p.ClaimRef)
 	if err != nil {
-		return nil, err
+		return Work{}, err
 	}
 	if !validPhases[p.Phase] {
-		return nil, fmt.Errorf("%w: phase %q", ErrInvalid, p.Phase)
+		return Work{}, fmt.Errorf("%w: phase %q", ErrInvalid, p.Phase)
 	}
 	w.Phase = p.Phase
 	w.UpdatedAt = c.Time
@@ -132,13 +132,13 @@ func applySetWorkPhase(d *data, c Command, p SetWorkPhase) (any, error) {
 	return w, nil
 }
 
-func applyRequeueWork(d *data, c Command, p RequeueWork) (any, error) {
+func applyRequeueWork(d *data, c Command, p RequeueWork) (Work, error) {
 	w, err := liveClaim(d, c, p.ClaimRef)
 	if err != nil {
-		return nil, err
+		return Work{}, err
 	}
 	if p.Code == "" {
-		return nil, fmt.Errorf("%w: code is required", ErrInvalid)
+		return Work{}, fmt.Errorf("%w: code is required", ErrInvalid)
 	}
 	w = release(w, WorkQueued, c.Time)
 	w.AvailableAt = utc(p.AvailableAt)
@@ -153,13 +153,13 @@ func applyRequeueWork(d *data, c Command, p RequeueWork) (any, error) {
 	return w, nil
 }
 
-func applyFailWork(d *data, c Command, p FailWork) (any, error) {
+func applyFailWork(d *data, c Command, p FailWork) (Work, error) {
 	w, err := liveClaim(d, c, p.ClaimRef)
 	if err != nil {
-		return nil, err
+		return Work{}, err
 	}
 	if p.Code == "" {
-		return nil, fmt.Errorf("%w: code is required", ErrInvalid)
+		return Work{}, fmt.Errorf("%w: code is required", ErrInvalid)
 	}
 	return failWork(d, c, w, p.Code, p.Detail), nil
 }
@@ -181,26 +181,26 @@ func failWork(d *data, c Command, w Work, code, detail string) Work {
 	return w
 }
 
-func applyExpireWork(d *data, c Command, p ExpireWork) (any, error) {
+func applyExpireWork(d *data, c Command, p ExpireWork) (Work, error) {
 	w, ok := d.work[p.WorkID]
 	if !ok {
-		return nil, fmt.Errorf("%w: work %q", ErrNotFound, p.WorkID)
+		return Work{}, fmt.Errorf("%w: work %q", ErrNotFound, p.WorkID)
 	}
 	stale := w.State == WorkQueued || (w.State == WorkClaimed && c.Time.After(w.LeaseExpiry))
 	if !stale || w.Attempts < w.MaxAttempts {
-		return nil, fmt.Errorf("%w: work %q is %s with %d of %d attempts", ErrNotClaimable, w.ID, w.State, w.Attempts, w.MaxAttempts)
+		return Work{}, fmt.Errorf("%w: work %q is %s with %d of %d attempts", ErrNotClaimable, w.ID, w.State, w.Attempts, w.MaxAttempts)
 	}
 	return failWork(d, c, w, CodeMaxAttemptsExhausted, ""), nil
 }
 
-func applySupersedeWork(d *data, c Command, p SupersedeWork) (any, error) {
+func applySupersedeWork(d *data, c Command, p SupersedeWork) (Work, error) {
 	w, _, r, err := liveActivateClaim(d, c, p.ClaimRef)
 	if err != nil {
-		return nil, err
+		return Work{}, err
 	}
 	ids := d.agentRevs[r.AgentID]
 	if d.revisions[ids[len(ids)-1]].Number <= r.Number {
-		return nil, fmt.Errorf("%w: revision %q has no newer revision", ErrConflict, r.ID)
+		return Work{}, fmt.Errorf("%w: revision %q has no newer revision", ErrConflict, r.ID)
 	}
 	d.onWorkEnded(w)
 	w = release(w, WorkSuperseded, c.Time)
@@ -212,17 +212,17 @@ func applySupersedeWork(d *data, c Command, p SupersedeWork) (any, error) {
 	return w, nil
 }
 
-func applyRecordPredecessorStop(d *data, c Command, p RecordPredecessorStop) (any, error) {
+func applyRecordPredecessorStop(d *data, c Command, p RecordPredecessorStop) (PredecessorStop, error) {
 	w, err := liveClaim(d, c, p.ClaimRef)
 	if err != nil {
-		return nil, err
+		return PredecessorStop{}, err
 	}
 	r, ok := d.revisions[p.RevisionID]
 	if !ok || r.AgentID != w.AgentID {
-		return nil, fmt.Errorf("%w: revision %q of agent %q", ErrNotFound, p.RevisionID, w.AgentID)
+		return PredecessorStop{}, fmt.Errorf("%w: revision %q of agent %q", ErrNotFound, p.RevisionID, w.AgentID)
 	}
 	if r.ID == w.RevisionID || p.Restops < 0 {
-		return nil, fmt.Errorf("%w: a revision is not its own predecessor; restops must be >= 0", ErrInvalid)
+		return PredecessorStop{}, fmt.Errorf("%w: a revision is not its own predecessor; restops must be >= 0", ErrInvalid)
 	}
 	rec := PredecessorStop{AgentID: w.AgentID, RevisionID: r.ID, StoppedAt: c.Time, Restops: p.Restops,
 		NextCheckAt: utc(p.NextCheckAt)}
@@ -243,13 +243,13 @@ func applyRecordPredecessorStop(d *data, c Command, p RecordPredecessorStop) (an
 	return rec, nil
 }
 
-func applyDropPredecessorStop(d *data, c Command, p DropPredecessorStop) (any, error) {
+func applyDropPredecessorStop(d *data, c Command, p DropPredecessorStop) (struct{}, error) {
 	w, err := liveClaim(d, c, p.ClaimRef)
 	if err != nil {
-		return nil, err
+		return struct{}{}, err
 	}
 	d.dropStops(w.AgentID, p.RevisionIDs)
-	return nil, nil
+	return struct{}{}, nil
 }
 
 // dropStops removes an Agent's records for ids, or all when ids is empty.
@@ -275,19 +275,19 @@ func (d *data) dropStops(agentID string, ids []string) {
 	d.stops[agentID] = kept
 }
 
-func applyActivateRevision(d *data, c Command, p ActivateRevision) (any, error) {
+func applyActivateRevision(d *data, c Command, p ActivateRevision) (Agent, error) {
 	w, a, r, err := liveActivateClaim(d, c, p.ClaimRef)
 	if err != nil {
-		return nil, err
+		return Agent{}, err
 	}
 	if a.Deleting {
-		return nil, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
+		return Agent{}, fmt.Errorf("%w: agent %q is being deleted", ErrConflict, a.ID)
 	}
 	if !d.activatable(w, r) {
-		return nil, fmt.Errorf("%w: revision %q is %s", ErrConflict, r.ID, r.Status)
+		return Agent{}, fmt.Errorf("%w: revision %q is %s", ErrConflict, r.ID, r.Status)
 	}
 	if a.ActiveRevisionID != p.Expected {
-		return nil, fmt.Errorf("%w: active revision is %q, expected %q", ErrActiveRevisionChanged, a.ActiveRevisionID, p.Expected)
+		return Agent{}, fmt.Errorf("%w: active revision is %q, expected %q", ErrActiveRevisionChanged, a.ActiveRevisionID, p.Expected)
 	}
 	d.onActivate(c, w, r, a.ActiveRevisionID)
 	a.ActiveRevisionID = r.ID
@@ -301,19 +301,19 @@ func applyActivateRevision(d *data, c Command, p ActivateRevision) (any, error) 
 	return cloneAgent(a), nil
 }
 
-func applyCompleteActivation(d *data, c Command, p CompleteActivation) (any, error) {
+func applyCompleteActivation(d *data, c Command, p CompleteActivation) (Work, error) {
 	w, a, r, err := liveActivateClaim(d, c, p.ClaimRef)
 	if err != nil {
-		return nil, err
+		return Work{}, err
 	}
 	if a.ActiveRevisionID != r.ID {
-		return nil, fmt.Errorf("%w: active revision is %q, not %q", ErrActiveRevisionChanged, a.ActiveRevisionID, r.ID)
+		return Work{}, fmt.Errorf("%w: active revision is %q, not %q", ErrActiveRevisionChanged, a.ActiveRevisionID, r.ID)
 	}
 	seen := map[string]bool{}
 	for _, id := range p.Retired {
 		o, ok := d.revisions[id]
 		if !ok || o.AgentID != a.ID || id == r.ID || seen[id] {
-			return nil, fmt.Errorf("%w: %q is not a distinct predecessor of revision %q", ErrInvalid, id, r.ID)
+			return Work{}, fmt.Errorf("%w: %q is not a distinct predecessor of revision %q", ErrInvalid, id, r.ID)
 		}
 		seen[id] = true
 	}
@@ -333,37 +333,37 @@ func applyCompleteActivation(d *data, c Command, p CompleteActivation) (any, err
 	return w, nil
 }
 
-func applySetRevisionStatus(d *data, c Command, p SetRevisionStatus) (any, error) {
+func applySetRevisionStatus(d *data, c Command, p SetRevisionStatus) (Revision, error) {
 	w, err := liveClaim(d, c, p.ClaimRef)
 	if err != nil {
-		return nil, err
+		return Revision{}, err
 	}
 	if p.Status != RevisionStopped && p.Status != RevisionRetired {
-		return nil, fmt.Errorf("%w: status %q (only stopped or retired)", ErrInvalid, p.Status)
+		return Revision{}, fmt.Errorf("%w: status %q (only stopped or retired)", ErrInvalid, p.Status)
 	}
 	r, ok := d.revisions[p.RevisionID]
 	if !ok || r.AgentID != w.AgentID {
-		return nil, fmt.Errorf("%w: revision %q of agent %q", ErrNotFound, p.RevisionID, w.AgentID)
+		return Revision{}, fmt.Errorf("%w: revision %q of agent %q", ErrNotFound, p.RevisionID, w.AgentID)
 	}
 	r.Status = p.Status
 	d.revisions[r.ID] = r
 	return cloneRevision(r), nil
 }
 
-func applyCompleteStop(d *data, c Command, p CompleteStop) (any, error) {
+func applyCompleteStop(d *data, c Command, p CompleteStop) (Work, error) {
 	w, err := liveClaim(d, c, p.ClaimRef)
 	if err != nil {
-		return nil, err
+		return Work{}, err
 	}
 	if w.Kind != WorkStop {
-		return nil, fmt.Errorf("%w: work %q is %s work, not stop", ErrInvalid, w.ID, w.Kind)
+		return Work{}, fmt.Errorf("%w: work %q is %s work, not stop", ErrInvalid, w.ID, w.Kind)
 	}
 	a, ok := d.agents[w.AgentID]
 	if !ok {
-		return nil, fmt.Errorf("%w: agent %q", ErrNotFound, w.AgentID)
+		return Work{}, fmt.Errorf("%w: agent %q", ErrNotFound, w.AgentID)
 	}
 	if a.ActiveRevisionID != p.Expected {
-		return nil, fmt.Errorf("%w: active revision is %q, expected %q", ErrActiveRevisionChanged, a.ActiveRevisionID, p.Expected)
+		return Work{}, fmt.Errorf("%w: active revision is %q, expected %q", ErrActiveRevisionChanged, a.ActiveRevisionID, p.Expected)
 	}
 	if r, ok := d.revisions[p.Expected]; ok {
 		r.Status = RevisionStopped
@@ -379,17 +379,17 @@ func applyCompleteStop(d *data, c Command, p CompleteStop) (any, error) {
 	return w, nil
 }
 
-func applyCompleteDeletion(d *data, c Command, p CompleteDeletion) (any, error) {
+func applyCompleteDeletion(d *data, c Command, p CompleteDeletion) (Work, error) {
 	w, err := liveClaim(d, c, p.ClaimRef)
 	if err != nil {
-		return nil, err
+		return Work{}, err
 	}
 	if w.Kind != WorkDelete {
-		return nil, fmt.Errorf("%w: work %q is %s work, not delete", ErrInvalid, w.ID, w.Kind)
+		return Work{}, fmt.Errorf("%w: work %q is %s work, not delete", ErrInvalid, w.ID, w.Kind)
 	}
 	a, ok := d.agents[w.AgentID]
 	if !ok || !a.Deleting {
-		return nil, fmt.Errorf("%w: agent %q is not being deleted", ErrConflict, w.AgentID)
+		return Work{}, fmt.Errorf("%w: agent %q is not being deleted", ErrConflict, w.AgentID)
 	}
 	d.forgetAgent(a.ID, d.agentRevs[a.ID])
 	for _, id := range d.agentRevs[a.ID] {

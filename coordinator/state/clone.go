@@ -37,6 +37,7 @@ func cloneConfiguration(c Configuration) Configuration {
 func cloneAgent(a Agent) Agent {
 	a.HarnessAuth = cloneAuth(a.HarnessAuth)
 	a.Plugins = cloneStrings(a.Plugins)
+	a.Resources = cloneResources(a.Resources)
 	return a
 }
 
@@ -44,7 +45,27 @@ func cloneRevision(r Revision) Revision {
 	r.Document = cloneRaw(r.Document)
 	r.HarnessAuth = cloneAuth(r.HarnessAuth)
 	r.Plugins = cloneStrings(r.Plugins)
+	r.Resources = cloneResources(r.Resources)
 	return r
+}
+
+// cloneResources copies r; an empty one becomes nil (stored alike).
+func cloneResources(r *AgentResources) *AgentResources {
+	if r.Empty() {
+		return nil
+	}
+	c := *r
+	return &c
+}
+
+func cloneNamespace(ns Namespace) Namespace {
+	if ns.Quota.Empty() {
+		ns.Quota = nil
+	} else {
+		q := *ns.Quota
+		ns.Quota = &q
+	}
+	return ns
 }
 
 func cloneAudit(a AuditRecord) AuditRecord {

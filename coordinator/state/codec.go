@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"time"
 )
 
@@ -53,9 +52,10 @@ func decodeStrict(b []byte, v any) error {
 	return nil
 }
 
-// ApplyCommand applies one decoded log entry. It returns the created or
-// changed entity (a copy; *ClaimResult for ClaimWork) or an error wrapping one
-// of the sentinels in commands.go. A failed command changes nothing.
+// ApplyCommand applies one decoded log entry. It returns the command's
+// result (a copy of the created or changed entity; the command table,
+// table.go, declares each command's result type) or an error wrapping one of
+// the sentinels in commands.go. A failed command changes nothing.
 func (m *Machine) ApplyCommand(c Command) (any, error) {
 	if c.Time.IsZero() {
 		return nil, fmt.Errorf("%w: %s: entry has no time", ErrInvalid, c.Type)
@@ -91,51 +91,3 @@ func (m *Machine) ApplyCommand(c Command) (any, error) {
 // handler validates a command completely before it mutates anything, so an
 // error always leaves the state unchanged.
 type handler func(d *data, c Command) (any, error)
-
-var handlers map[string]handler
-
-func init() {
-	handlers = map[string]handler{
-		CmdCreateNamespace:     typed(applyCreateNamespace),
-		CmdPutConfiguration:    typed(applyPutConfiguration),
-		CmdCreateAgent:         typed(applyCreateAgent),
-		CmdUpdateAgent:         typed(applyUpdateAgent),
-		CmdAdmitRevision:       typed(applyAdmitRevision),
-		CmdRequestStop:         typed(applyRequestStop),
-		CmdRequestDelete:       typed(applyRequestDelete),
-		CmdClaimWork:           typed(applyClaimWork),
-		CmdRenewClaim:          typed(applyRenewClaim),
-		CmdSetWorkPhase:        typed(applySetWorkPhase),
-		CmdRequeueWork:         typed(applyRequeueWork),
-		CmdFailWork:            typed(applyFailWork),
-		CmdSupersedeWork:       typed(applySupersedeWork),
-		CmdRecordPredecessor:   typed(applyRecordPredecessorStop),
-		CmdDropPredecessor:     typed(applyDropPredecessorStop),
-		CmdActivateRevision:    typed(applyActivateRevision),
-		CmdCompleteActivation:  typed(applyCompleteActivation),
-		CmdSetRevisionStatus:   typed(applySetRevisionStatus),
-		CmdCompleteStop:        typed(applyCompleteStop),
-		CmdCompleteDeletion:    typed(applyCompleteDeletion),
-		CmdSetInstallation:     typed(applySetInstallation),
-		CmdExpireWork:          typed(applyExpireWork),
-		CmdDeleteNamespace:     typed(applyDeleteNamespace),
-		CmdDeleteConfiguration: typed(applyDeleteConfiguration),
-		CmdReleaseClaims:       typed(applyReleaseClaims),
-	}
-	maps.Copy(handlers, activationHandlers)
-}
-
-// typed adapts a payload-specific apply function, decoding the payload
-// strictly first.
-func typed[P any](f func(d *data, c Command, p P) (any, error)) handler {
-	return func(d *data, c Command) (any, error) {
-		var p P
-		if len(c.Payload) == 0 {
-			return nil, fmt.Errorf("%w: missing payload", ErrInvalid)
-		}
-		if err := decodeStrict(c.Payload, &p); err != nil {
-			return nil, fmt.Errorf("%w: payload: %w", ErrInvalid, err)
-		}
-		return f(d, c, p)
-	}
-}

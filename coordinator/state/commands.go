@@ -18,34 +18,7 @@ type Command struct {
 	Idempotency *Idempotency `json:"idempotency,omitempty"`
 }
 
-// Command types, one per payload struct below.
-const (
-	CmdCreateNamespace     = "CreateNamespace"
-	CmdPutConfiguration    = "PutConfiguration"
-	CmdCreateAgent         = "CreateAgent"
-	CmdUpdateAgent         = "UpdateAgent"
-	CmdAdmitRevision       = "AdmitRevision"
-	CmdRequestStop         = "RequestStop"
-	CmdRequestDelete       = "RequestDelete"
-	CmdClaimWork           = "ClaimWork"
-	CmdRenewClaim          = "RenewClaim"
-	CmdSetWorkPhase        = "SetWorkPhase"
-	CmdRequeueWork         = "RequeueWork"
-	CmdFailWork            = "FailWork"
-	CmdSupersedeWork       = "SupersedeWork"
-	CmdRecordPredecessor   = "RecordPredecessorStop"
-	CmdDropPredecessor     = "DropPredecessorStop"
-	CmdActivateRevision    = "ActivateRevision"
-	CmdCompleteActivation  = "CompleteActivation"
-	CmdSetRevisionStatus   = "SetRevisionStatus"
-	CmdCompleteStop        = "CompleteStop"
-	CmdCompleteDeletion    = "CompleteDeletion"
-	CmdSetInstallation     = "SetInstallation"
-	CmdExpireWork          = "ExpireWork"
-	CmdDeleteNamespace     = "DeleteNamespace"
-	CmdDeleteConfiguration = "DeleteConfiguration"
-	CmdReleaseClaims       = "ReleaseClaims"
-)
+// The command table (table.go) names each payload struct below.
 
 // CreateNamespace creates a Namespace. ID is minted by the leader.
 type CreateNamespace struct {
@@ -86,6 +59,9 @@ type CreateAgent struct {
 	Plugins         []string     `json:"plugins,omitempty"`
 	// Rollback is the Agent's opt-in rollback policy (activation.go).
 	Rollback *RollbackPolicy `json:"rollback,omitempty"`
+	// Resources are the Agent's container requests and limits (nil: the
+	// compute driver's defaults).
+	Resources *AgentResources `json:"resources,omitempty"`
 	// ServicePrincipalID names the Agent's ServicePrincipal: an existing one
 	// of the Namespace, or, with OwnServicePrincipal, a new one Apply creates
 	// under this ID, named like the Agent and owned by it.
@@ -104,6 +80,17 @@ type UpdateAgent struct {
 	Plugins         *[]string    `json:"plugins,omitempty"`
 	// Rollback replaces the rollback policy when set (Enabled false clears it).
 	Rollback *RollbackPolicy `json:"rollback,omitempty"`
+	// Resources replaces the Agent's requests and limits when set (an empty
+	// one restores the driver's defaults).
+	Resources *AgentResources `json:"resources,omitempty"`
+}
+
+// SetNamespaceQuota sets (or, with a nil or empty Quota, removes) a
+// Namespace's quota. It changes no running Agent: deploy admission applies
+// it from the next deploy on.
+type SetNamespaceQuota struct {
+	NamespaceID string          `json:"namespaceId"`
+	Quota       *NamespaceQuota `json:"quota,omitempty"`
 }
 
 // Applied returns a with the update's Agent fields applied (the rollback
@@ -126,6 +113,9 @@ func (p UpdateAgent) Applied(a Agent) Agent {
 	}
 	if p.Plugins != nil {
 		a.Plugins = cloneStrings(*p.Plugins)
+	}
+	if p.Resources != nil {
+		a.Resources = cloneResources(p.Resources)
 	}
 	return a
 }

@@ -20,8 +20,8 @@ func randomEntries(t testing.TB, seed uint64, n int) [][]byte {
 	var out [][]byte
 	var works, revs []string
 	var stamp *Idempotency
-	enc := func(typ string, p any) {
-		b, err := EncodeStamped(typ, now, "alice", stamp, p)
+	enc := func(typ Named, p any) {
+		b, err := EncodeStamped(typ.Name(), now, "alice", stamp, p)
 		require.NoError(t, err)
 		out = append(out, b)
 		stamp = nil
@@ -53,7 +53,7 @@ func randomEntries(t testing.TB, seed uint64, n int) [][]byte {
 		wid, owner := recent(works), []string{"o0", "o0", "o0", "o1"}[rng.IntN(4)]
 		cr := ClaimRef{WorkID: wid, Owner: owner}
 		fresh := func() string { works = append(works, fmt.Sprintf("w%d", len(out))); return works[len(works)-1] }
-		var typ string
+		var typ Named
 		var p any
 		switch rng.IntN(16) {
 		case 0:

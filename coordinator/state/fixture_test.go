@@ -17,13 +17,13 @@ type fx struct {
 	now time.Time
 }
 
-func (f *fx) apply(typ string, p any) (any, error) {
-	b, err := Encode(typ, f.now, "alice", p)
+func (f *fx) apply(typ Named, p any) (any, error) {
+	b, err := Encode(typ.Name(), f.now, "alice", p)
 	require.NoError(f.t, err)
 	return f.m.ApplyBytes(b)
 }
 
-func (f *fx) must(typ string, p any) any {
+func (f *fx) must(typ Named, p any) any {
 	f.t.Helper()
 	res, err := f.apply(typ, p)
 	require.NoError(f.t, err, typ)

@@ -12,9 +12,9 @@ import (
 )
 
 // keyed applies a command stamped with key and hash as actor.
-func (f *fx) keyed(actor, key, hash, typ string, p any) (any, error) {
+func (f *fx) keyed(actor, key, hash string, typ Named, p any) (any, error) {
 	f.t.Helper()
-	b, err := EncodeStamped(typ, f.now, actor, &Idempotency{Key: key, Hash: hash, Status: 201}, p)
+	b, err := EncodeStamped(typ.Name(), f.now, actor, &Idempotency{Key: key, Hash: hash, Status: 201}, p)
 	require.NoError(f.t, err)
 	return f.m.ApplyBytes(b)
 }
@@ -30,7 +30,7 @@ func TestIdempotentCommandTakesEffectOnce(t *testing.T) {
 	created := res.(Agent)
 	rec, ok := f.m.IdempotencyRecord("alice", "k1", f.now)
 	require.True(t, ok)
-	require.Equal(t, IdempotencyRecord{Actor: "alice", Key: "k1", Hash: "h1", Status: 201, Type: CmdCreateAgent,
+	require.Equal(t, IdempotencyRecord{Actor: "alice", Key: "k1", Hash: "h1", Status: 201, Type: CmdCreateAgent.Name(),
 		Result: rec.Result, CreatedAt: t0, ExpiresAt: t0.Add(IdempotencyTTL)}, rec)
 	var fromRecord Agent
 	require.NoError(t, json.Unmarshal(rec.Result, &fromRecord))
@@ -123,7 +123,7 @@ func TestInvalidIdempotencyStamp(t *testing.T) {
 	f := newFx(t)
 	for _, st := range []Idempotency{{Hash: "h", Status: 201}, {Key: "k", Status: 201}, {Key: "k", Hash: "h"},
 		{Key: string(bytes.Repeat([]byte("k"), MaxIdempotencyKeyLen+1)), Hash: "h", Status: 201}} {
-		b, err := EncodeStamped(CmdCreateAgent, f.now, "alice", &st, agentCmd("a2", "two"))
+		b, err := EncodeStamped(CmdCreateAgent.Name(), f.now, "alice", &st, agentCmd("a2", "two"))
 		require.NoError(t, err)
 		_, err = f.m.ApplyBytes(b)
 		require.ErrorIs(t, err, ErrInvalid, "%+v", st)

@@ -1,8 +1,10 @@
 package state
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -91,21 +93,6 @@ type Restriction struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	CreatedBy string    `json:"createdBy,omitempty"`
 }
-
-// Command types of identities.
-const (
-	CmdCreateUser             = "CreateUser"
-	CmdDeleteUser             = "DeleteUser"
-	CmdCreateServicePrincipal = "CreateServicePrincipal"
-	CmdDeleteServicePrincipal = "DeleteServicePrincipal"
-	CmdCreateToken            = "CreateToken"
-	CmdRevokeToken            = "RevokeToken"
-	CmdCreateRoleBinding      = "CreateRoleBinding"
-	CmdDeleteRoleBinding      = "DeleteRoleBinding"
-	CmdPutRestriction         = "PutRestriction"
-	CmdDeleteRestriction      = "DeleteRestriction"
-	CmdRecordAudit            = "RecordAudit"
-)
 
 // CreateUser creates a local user.
 type CreateUser struct {
@@ -199,6 +186,15 @@ const (
 	MaxRestrictionText = 64 << 10
 	// MaxTokenLifetime bounds a token's expiry (one year).
 	MaxTokenLifetime = 366 * 24 * time.Hour
+	// MaxUsableTokens bounds the tokens one principal holds that still
+	// authenticate; a mint beyond it is ErrConflict (revoke one first).
+	MaxUsableTokens = 50
+	// MaxTokenRecords bounds the token records one principal keeps: a mint
+	// at the bound forgets the principal's oldest revoked or expired
+	// records first, so minting and revoking in a loop stays bounded.
+	MaxTokenRecords = 2 * MaxUsableTokens
+	// MaxTokenName bounds a token's name.
+	MaxTokenName = 128
 )
 
 var (
@@ -208,35 +204,19 @@ var (
 	roles     = map[string]bool{RoleViewer: true, RoleDeployer: true, RoleAdmin: true, RoleClusterAdmin: true}
 )
 
-// changesIdentities lists the commands after which IdentityGeneration moves.
-var changesIdentities = map[string]bool{CmdCreateUser: true, CmdDeleteUser: true, CmdCreateServicePrincipal: true,
-	CmdDeleteServicePrincipal: true, CmdCreateToken: true, CmdRevokeToken: true, CmdCreateRoleBinding: true,
-	CmdDeleteRoleBinding: true, CmdPutRestriction: true, CmdDeleteRestriction: true, CmdCreateAgent: true,
-	CmdCompleteDeletion: true, CmdCreateNamespace: true}
+// changesIdentities lists the commands after which IdentityGeneration moves
+// (the credential sources' too: the deploy decisions read them).
+var changesIdentities = nameSet(CmdCreateUser, CmdDeleteUser, CmdCreateServicePrincipal,
+	CmdDeleteServicePrincipal, CmdCreateToken, CmdRevokeToken, CmdCreateRoleBinding,
+	CmdDeleteRoleBinding, CmdPutRestriction, CmdDeleteRestriction, CmdCreateAgent,
+	CmdCompleteDeletion, CmdCreateNamespace, CmdCreateCredentialSource, CmdRotateCredentialSource,
+	CmdWithdrawCredentialSource)
 
 // ValidRole reports whether r is a built-in role.
 func ValidRole(r string) bool { return roles[r] }
 
 // ValidGroupName reports whether g is a usable group (or external user) name.
 func ValidGroupName(g string) bool { return groupName.MatchString(g) }
-
-func init() {
-	for k, h := range map[string]handler{
-		CmdCreateUser:             typed(applyCreateUser),
-		CmdDeleteUser:             typed(applyDeleteUser),
-		CmdCreateServicePrincipal: typed(applyCreateServicePrincipal),
-		CmdDeleteServicePrincipal: typed(applyDeleteServicePrincipal),
-		CmdCreateToken:            typed(applyCreateToken),
-		CmdRevokeToken:            typed(applyRevokeToken),
-		CmdCreateRoleBinding:      typed(applyCreateRoleBinding),
-		CmdDeleteRoleBinding:      typed(applyDeleteRoleBinding),
-		CmdPutRestriction:         typed(applyPutRestriction),
-		CmdDeleteRestriction:      typed(applyDeleteRestriction),
-		CmdRecordAudit:            typed(applyRecordAudit),
-	} {
-		handlers[k] = h
-	}
-}
 
 // ids is the identity part of data.
 type ids struct {
@@ -247,12 +227,86 @@ type ids struct {
 	tokens       map[string]Token
 	bindings     map[string]RoleBinding
 	restrictions map[string]Restriction
+
+	// Token indexes (derived; rebuilt on restore), so minting checks a
+	// hash and counts a principal's tokens without a scan of every token.
+	tokenByHash map[string]string                    // hash → token ID
+	tokensOf    map[principalKey]map[string]struct{} // principal → its token IDs
 }
+
+// principalKey names a token's principal.
+type principalKey struct{ kind, id string }
 
 func newIDs() ids {
 	return ids{users: map[string]User{}, userByName: map[string]string{}, sps: map[string]ServicePrincipal{},
 		spByName: map[nameKey]string{}, tokens: map[string]Token{}, bindings: map[string]RoleBinding{},
-		restrictions: map[string]Restriction{}}
+		restrictions: map[string]Restriction{}, tokenByHash: map[string]string{},
+		tokensOf: map[principalKey]map[string]struct{}{}}
+}
+
+// putToken stores a token and indexes it.
+func (x *ids) putToken(t Token) {
+	x.tokens[t.ID] = t
+	x.tokenByHash[t.Hash] = t.ID
+	k := principalKey{t.PrincipalKind, t.PrincipalID}
+	set := x.tokensOf[k]
+	if set == nil {
+		set = map[string]struct{}{}
+		x.tokensOf[k] = set
+	}
+	set[t.ID] = struct{}{}
+}
+
+// dropToken forgets a token and its index entries.
+func (x *ids) dropToken(t Token) {
+	delete(x.tokens, t.ID)
+	delete(x.tokenByHash, t.Hash)
+	k := principalKey{t.PrincipalKind, t.PrincipalID}
+	if set := x.tokensOf[k]; set != nil {
+		delete(set, t.ID)
+		if len(set) == 0 {
+			delete(x.tokensOf, k)
+		}
+	}
+}
+
+// tokensOfPrincipal returns a principal's tokens by creation (then ID).
+func (x *ids) tokensOfPrincipal(kind, id string) []Token {
+	set := x.tokensOf[principalKey{kind, id}]
+	out := make([]Token, 0, len(set))
+	for tid := range set {
+		out = append(out, x.tokens[tid])
+	}
+	slices.SortFunc(out, func(a, b Token) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out
+}
+
+// makeRoomForToken enforces the per-principal bounds before a mint at now
+// that replaces (revokes) replaces: it refuses a mint beyond
+// MaxUsableTokens and, at MaxTokenRecords, forgets the principal's oldest
+// unusable records.
+func (x *ids) makeRoomForToken(kind, id, replaces string, now time.Time) error {
+	held := x.tokensOfPrincipal(kind, id)
+	usable := 0
+	for _, t := range held {
+		if t.Usable(now) && t.ID != replaces {
+			usable++
+		}
+	}
+	if usable >= MaxUsableTokens {
+		return fmt.Errorf("%w: %s %q holds %d usable tokens, the most one principal may: revoke one first", ErrConflict, kind, id, usable)
+	}
+	for _, t := range held {
+		if len(x.tokensOf[principalKey{kind, id}]) < MaxTokenRecords {
+			break
+		}
+		if !t.Usable(now) {
+			x.dropToken(t)
+		}
+	}
+	return nil
 }
 
 func validGroups(gs []string) error {
@@ -269,18 +323,18 @@ func validGroups(gs []string) error {
 	return nil
 }
 
-func applyCreateUser(d *data, c Command, p CreateUser) (any, error) {
+func applyCreateUser(d *data, c Command, p CreateUser) (User, error) {
 	if p.ID == "" || !identName.MatchString(p.Name) {
-		return nil, fmt.Errorf("%w: id and a DNS-label name are required", ErrInvalid)
+		return User{}, fmt.Errorf("%w: id and a DNS-label name are required", ErrInvalid)
 	}
 	if err := validGroups(p.Groups); err != nil {
-		return nil, err
+		return User{}, err
 	}
 	if _, ok := d.ids.users[p.ID]; ok {
-		return nil, fmt.Errorf("%w: user %q exists", ErrConflict, p.ID)
+		return User{}, fmt.Errorf("%w: user %q exists", ErrConflict, p.ID)
 	}
 	if _, ok := d.ids.userByName[p.Name]; ok {
-		return nil, fmt.Errorf("%w: user name %q is taken", ErrConflict, p.Name)
+		return User{}, fmt.Errorf("%w: user name %q is taken", ErrConflict, p.Name)
 	}
 	u := User{ID: p.ID, Name: p.Name, Groups: cloneStrings(p.Groups), CreatedAt: c.Time}
 	d.ids.putUser(u)
@@ -293,10 +347,10 @@ func (x *ids) putUser(u User) {
 	x.userByName[u.Name] = u.ID
 }
 
-func applyDeleteUser(d *data, c Command, p DeleteUser) (any, error) {
+func applyDeleteUser(d *data, c Command, p DeleteUser) (User, error) {
 	u, ok := d.ids.users[p.UserID]
 	if !ok {
-		return nil, fmt.Errorf("%w: user %q", ErrNotFound, p.UserID)
+		return User{}, fmt.Errorf("%w: user %q", ErrNotFound, p.UserID)
 	}
 	delete(d.ids.users, u.ID)
 	delete(d.ids.userByName, u.Name)
@@ -307,10 +361,8 @@ func applyDeleteUser(d *data, c Command, p DeleteUser) (any, error) {
 
 // dropPrincipal deletes a principal's tokens and the role bindings naming it.
 func (x *ids) dropPrincipal(kind, id, name string) {
-	for tid, t := range x.tokens {
-		if t.PrincipalKind == kind && t.PrincipalID == id {
-			delete(x.tokens, tid)
-		}
+	for _, t := range x.tokensOfPrincipal(kind, id) {
+		x.dropToken(t)
 	}
 	subject := id
 	if kind == PrincipalUser {
@@ -323,10 +375,10 @@ func (x *ids) dropPrincipal(kind, id, name string) {
 	}
 }
 
-func applyCreateServicePrincipal(d *data, c Command, p CreateServicePrincipal) (any, error) {
+func applyCreateServicePrincipal(d *data, c Command, p CreateServicePrincipal) (ServicePrincipal, error) {
 	sp, err := d.newServicePrincipal(c, p.ID, p.NamespaceID, p.Name, "")
 	if err != nil {
-		return nil, err
+		return ServicePrincipal{}, err
 	}
 	d.audit3(c, "oce.serviceprincipals.create", d.spResource(sp), sp.NamespaceID, "", nil)
 	return sp, nil
@@ -362,14 +414,14 @@ func (x *ids) removeSP(sp ServicePrincipal) {
 	x.dropPrincipal(PrincipalServicePrincipal, sp.ID, sp.Name)
 }
 
-func applyDeleteServicePrincipal(d *data, c Command, p DeleteServicePrincipal) (any, error) {
+func applyDeleteServicePrincipal(d *data, c Command, p DeleteServicePrincipal) (ServicePrincipal, error) {
 	sp, ok := d.ids.sps[p.ServicePrincipalID]
 	if !ok {
-		return nil, fmt.Errorf("%w: service principal %q", ErrNotFound, p.ServicePrincipalID)
+		return ServicePrincipal{}, fmt.Errorf("%w: service principal %q", ErrNotFound, p.ServicePrincipalID)
 	}
 	for id := range d.nsAgents[sp.NamespaceID] {
 		if d.agents[id].ServicePrincipalID == sp.ID {
-			return nil, fmt.Errorf("%w: agent %q uses service principal %q", ErrConflict, d.agents[id].Name, sp.Name)
+			return ServicePrincipal{}, fmt.Errorf("%w: agent %q uses service principal %q", ErrConflict, d.agents[id].Name, sp.Name)
 		}
 	}
 	d.ids.removeSP(sp)
@@ -390,43 +442,44 @@ func (d *data) principalResource(kind, id string) (string, string, bool) {
 	return "", "", false
 }
 
-func applyCreateToken(d *data, c Command, p CreateToken) (any, error) {
+func applyCreateToken(d *data, c Command, p CreateToken) (Token, error) {
 	if p.ID == "" || !hexHash.MatchString(p.Hash) {
-		return nil, fmt.Errorf("%w: token id and a hex SHA-256 hash are required", ErrInvalid)
+		return Token{}, fmt.Errorf("%w: token id and a hex SHA-256 hash are required", ErrInvalid)
 	}
-	if len(p.Name) > 128 || strings.ContainsAny(p.Name, "\r\n\t") {
-		return nil, fmt.Errorf("%w: token name is too long or has control characters", ErrInvalid)
+	if len(p.Name) > MaxTokenName || strings.ContainsAny(p.Name, "\r\n\t") {
+		return Token{}, fmt.Errorf("%w: token name is too long or has control characters", ErrInvalid)
 	}
 	exp := utc(p.ExpiresAt)
 	if !exp.After(c.Time) || exp.Sub(c.Time) > MaxTokenLifetime {
-		return nil, fmt.Errorf("%w: token expiry must be after now and within %s", ErrInvalid, MaxTokenLifetime)
+		return Token{}, fmt.Errorf("%w: token expiry must be after now and within %s", ErrInvalid, MaxTokenLifetime)
 	}
 	res, nsID, ok := d.principalResource(p.PrincipalKind, p.PrincipalID)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s %q", ErrNotFound, p.PrincipalKind, p.PrincipalID)
+		return Token{}, fmt.Errorf("%w: %s %q", ErrNotFound, p.PrincipalKind, p.PrincipalID)
 	}
 	if _, ok := d.ids.tokens[p.ID]; ok {
-		return nil, fmt.Errorf("%w: token %q exists", ErrConflict, p.ID)
+		return Token{}, fmt.Errorf("%w: token %q exists", ErrConflict, p.ID)
 	}
-	for _, t := range d.ids.tokens {
-		if t.Hash == p.Hash {
-			return nil, fmt.Errorf("%w: token hash is already recorded", ErrConflict)
-		}
+	if _, ok := d.ids.tokenByHash[p.Hash]; ok {
+		return Token{}, fmt.Errorf("%w: token hash is already recorded", ErrConflict)
 	}
 	var old Token
 	if p.Replaces != "" {
 		var ok bool
 		old, ok = d.ids.tokens[p.Replaces]
 		if !ok {
-			return nil, fmt.Errorf("%w: token %q", ErrNotFound, p.Replaces)
+			return Token{}, fmt.Errorf("%w: token %q", ErrNotFound, p.Replaces)
 		}
 		if old.PrincipalKind != p.PrincipalKind || old.PrincipalID != p.PrincipalID || !old.RevokedAt.IsZero() {
-			return nil, fmt.Errorf("%w: token %q is revoked or belongs to another principal", ErrConflict, p.Replaces)
+			return Token{}, fmt.Errorf("%w: token %q is revoked or belongs to another principal", ErrConflict, p.Replaces)
 		}
+	}
+	if err := d.ids.makeRoomForToken(p.PrincipalKind, p.PrincipalID, old.ID, c.Time); err != nil {
+		return Token{}, err
 	}
 	t := Token{ID: p.ID, Name: p.Name, PrincipalKind: p.PrincipalKind, PrincipalID: p.PrincipalID, Hash: p.Hash,
 		CreatedAt: c.Time, ExpiresAt: exp, CreatedBy: c.Actor}
-	d.ids.tokens[t.ID] = t
+	d.ids.putToken(t)
 	details := map[string]string{"tokenId": t.ID}
 	if old.ID != "" {
 		old.RevokedAt = c.Time
@@ -437,13 +490,13 @@ func applyCreateToken(d *data, c Command, p CreateToken) (any, error) {
 	return t, nil
 }
 
-func applyRevokeToken(d *data, c Command, p RevokeToken) (any, error) {
+func applyRevokeToken(d *data, c Command, p RevokeToken) (Token, error) {
 	t, ok := d.ids.tokens[p.TokenID]
 	if !ok {
-		return nil, fmt.Errorf("%w: token %q", ErrNotFound, p.TokenID)
+		return Token{}, fmt.Errorf("%w: token %q", ErrNotFound, p.TokenID)
 	}
 	if !t.RevokedAt.IsZero() {
-		return nil, fmt.Errorf("%w: token %q is already revoked", ErrConflict, t.ID)
+		return Token{}, fmt.Errorf("%w: token %q is already revoked", ErrConflict, t.ID)
 	}
 	t.RevokedAt = c.Time
 	d.ids.tokens[t.ID] = t
@@ -452,36 +505,36 @@ func applyRevokeToken(d *data, c Command, p RevokeToken) (any, error) {
 	return t, nil
 }
 
-func applyCreateRoleBinding(d *data, c Command, p CreateRoleBinding) (any, error) {
+func applyCreateRoleBinding(d *data, c Command, p CreateRoleBinding) (RoleBinding, error) {
 	if p.ID == "" || !roles[p.Role] {
-		return nil, fmt.Errorf("%w: id and a built-in role are required", ErrInvalid)
+		return RoleBinding{}, fmt.Errorf("%w: id and a built-in role are required", ErrInvalid)
 	}
 	if (p.Role == RoleClusterAdmin) != (p.NamespaceID == "") {
-		return nil, fmt.Errorf("%w: cluster-admin is granted without a namespace, every other role within one", ErrInvalid)
+		return RoleBinding{}, fmt.Errorf("%w: cluster-admin is granted without a namespace, every other role within one", ErrInvalid)
 	}
 	if p.NamespaceID != "" {
 		if _, ok := d.namespaces[p.NamespaceID]; !ok {
-			return nil, fmt.Errorf("%w: namespace %q", ErrNotFound, p.NamespaceID)
+			return RoleBinding{}, fmt.Errorf("%w: namespace %q", ErrNotFound, p.NamespaceID)
 		}
 	}
 	switch p.SubjectKind {
 	case PrincipalUser, SubjectGroup:
 		if !groupName.MatchString(p.Subject) {
-			return nil, fmt.Errorf("%w: subject %q", ErrInvalid, p.Subject)
+			return RoleBinding{}, fmt.Errorf("%w: subject %q", ErrInvalid, p.Subject)
 		}
 	case PrincipalServicePrincipal:
 		if _, ok := d.ids.sps[p.Subject]; !ok {
-			return nil, fmt.Errorf("%w: service principal %q", ErrNotFound, p.Subject)
+			return RoleBinding{}, fmt.Errorf("%w: service principal %q", ErrNotFound, p.Subject)
 		}
 	default:
-		return nil, fmt.Errorf("%w: subject kind %q", ErrInvalid, p.SubjectKind)
+		return RoleBinding{}, fmt.Errorf("%w: subject kind %q", ErrInvalid, p.SubjectKind)
 	}
 	if _, ok := d.ids.bindings[p.ID]; ok {
-		return nil, fmt.Errorf("%w: role binding %q exists", ErrConflict, p.ID)
+		return RoleBinding{}, fmt.Errorf("%w: role binding %q exists", ErrConflict, p.ID)
 	}
 	for _, b := range d.ids.bindings {
 		if b.Role == p.Role && b.NamespaceID == p.NamespaceID && b.SubjectKind == p.SubjectKind && b.Subject == p.Subject {
-			return nil, fmt.Errorf("%w: the binding exists as %q", ErrConflict, b.ID)
+			return RoleBinding{}, fmt.Errorf("%w: the binding exists as %q", ErrConflict, b.ID)
 		}
 	}
 	b := RoleBinding{ID: p.ID, Role: p.Role, NamespaceID: p.NamespaceID, SubjectKind: p.SubjectKind,
@@ -492,10 +545,10 @@ func applyCreateRoleBinding(d *data, c Command, p CreateRoleBinding) (any, error
 	return b, nil
 }
 
-func applyDeleteRoleBinding(d *data, c Command, p DeleteRoleBinding) (any, error) {
+func applyDeleteRoleBinding(d *data, c Command, p DeleteRoleBinding) (RoleBinding, error) {
 	b, ok := d.ids.bindings[p.BindingID]
 	if !ok {
-		return nil, fmt.Errorf("%w: role binding %q", ErrNotFound, p.BindingID)
+		return RoleBinding{}, fmt.Errorf("%w: role binding %q", ErrNotFound, p.BindingID)
 	}
 	delete(d.ids.bindings, b.ID)
 	d.audit3(c, "oce.rolebindings.delete", d.bindingResource(b), b.NamespaceID, "",
@@ -503,14 +556,14 @@ func applyDeleteRoleBinding(d *data, c Command, p DeleteRoleBinding) (any, error
 	return b, nil
 }
 
-func applyPutRestriction(d *data, c Command, p PutRestriction) (any, error) {
+func applyPutRestriction(d *data, c Command, p PutRestriction) (Restriction, error) {
 	if p.ID == "" || !identName.MatchString(p.Name) || strings.TrimSpace(p.Policy) == "" || len(p.Policy) > MaxRestrictionText {
-		return nil, fmt.Errorf("%w: id, a DNS-label name and a policy of at most %d bytes are required", ErrInvalid, MaxRestrictionText)
+		return Restriction{}, fmt.Errorf("%w: id, a DNS-label name and a policy of at most %d bytes are required", ErrInvalid, MaxRestrictionText)
 	}
 	prev, exists := d.ids.restrictions[p.ID]
 	for _, r := range d.ids.restrictions {
 		if r.Name == p.Name && r.ID != p.ID {
-			return nil, fmt.Errorf("%w: restriction name %q is taken", ErrConflict, p.Name)
+			return Restriction{}, fmt.Errorf("%w: restriction name %q is taken", ErrConflict, p.Name)
 		}
 	}
 	r := Restriction{ID: p.ID, Name: p.Name, Policy: p.Policy, CreatedAt: c.Time, UpdatedAt: c.Time, CreatedBy: c.Actor}
@@ -524,26 +577,26 @@ func applyPutRestriction(d *data, c Command, p PutRestriction) (any, error) {
 	return r, nil
 }
 
-func applyDeleteRestriction(d *data, c Command, p DeleteRestriction) (any, error) {
+func applyDeleteRestriction(d *data, c Command, p DeleteRestriction) (Restriction, error) {
 	r, ok := d.ids.restrictions[p.RestrictionID]
 	if !ok {
-		return nil, fmt.Errorf("%w: restriction %q", ErrNotFound, p.RestrictionID)
+		return Restriction{}, fmt.Errorf("%w: restriction %q", ErrNotFound, p.RestrictionID)
 	}
 	delete(d.ids.restrictions, r.ID)
 	d.audit3(c, "oce.restrictions.delete", RestrictionResource(r.Name), "", "", nil)
 	return r, nil
 }
 
-func applyRecordAudit(d *data, c Command, p RecordAudit) (any, error) {
+func applyRecordAudit(d *data, c Command, p RecordAudit) (AuditRecord, error) {
 	if p.Action == "" || p.Resource == "" || (p.Outcome != OutcomeSuccess && p.Outcome != OutcomeDenied && p.Outcome != OutcomeFailure) {
-		return nil, fmt.Errorf("%w: action, resource and an outcome are required", ErrInvalid)
+		return AuditRecord{}, fmt.Errorf("%w: action, resource and an outcome are required", ErrInvalid)
 	}
 	if len(p.Details) > 8 {
-		return nil, fmt.Errorf("%w: at most 8 details", ErrInvalid)
+		return AuditRecord{}, fmt.Errorf("%w: at most 8 details", ErrInvalid)
 	}
 	d.auditSeq++
-	rec := AuditRecord{Seq: d.auditSeq, Time: c.Time, Action: p.Action, Actor: c.Actor, NamespaceID: p.NamespaceID,
-		AgentID: p.AgentID, Details: cloneDetails(p.Details), Resource: p.Resource, Outcome: p.Outcome}
+	rec := boundAudit(AuditRecord{Seq: d.auditSeq, Time: c.Time, Action: p.Action, Actor: c.Actor, NamespaceID: p.NamespaceID,
+		AgentID: p.AgentID, Details: cloneDetails(p.Details), Resource: p.Resource, Outcome: p.Outcome})
 	d.audit = append(d.audit, rec)
 	return cloneAudit(rec), nil
 }

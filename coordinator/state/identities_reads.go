@@ -80,11 +80,28 @@ func (m *Machine) Token(id string) (Token, bool) {
 func (m *Machine) Tokens(kind, principalID string) []Token {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	if kind != "" {
+		return m.d.ids.tokensOfPrincipal(kind, principalID)
+	}
 	return sortedValues(m.d.ids.tokens, func(t Token) bool {
 		return kind == "" || (t.PrincipalKind == kind && t.PrincipalID == principalID)
 	}, func(t Token) Token { return t }, func(a, b Token) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
+}
+
+// UsableTokens counts the tokens of one principal that authenticate at
+// now (through the per-principal index).
+func (m *Machine) UsableTokens(kind, principalID string, now time.Time) int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n := 0
+	for id := range m.d.ids.tokensOf[principalKey{kind, principalID}] {
+		if m.d.ids.tokens[id].Usable(now) {
+			n++
+		}
+	}
+	return n
 }
 
 // RoleBinding returns one role binding.

@@ -11,9 +11,9 @@ import (
 func identityFixture(t *testing.T) *Machine {
 	m := NewMachine()
 	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	apply := func(typ string, p any) {
+	apply := func(typ Named, p any) {
 		t.Helper()
-		b, err := Encode(typ, at, "bootstrap", p)
+		b, err := Encode(typ.Name(), at, "bootstrap", p)
 		require.NoError(t, err)
 		_, err = m.ApplyBytes(b)
 		require.NoError(t, err, typ)
@@ -101,7 +101,7 @@ func TestIdentityCommandsRefuse(t *testing.T) {
 	m := identityFixture(t)
 	at := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	for name, tc := range map[string]struct {
-		typ  string
+		typ  Named
 		p    any
 		want error
 	}{
@@ -122,7 +122,7 @@ func TestIdentityCommandsRefuse(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			before := m.Digest()
-			b, err := Encode(tc.typ, at, "bootstrap", tc.p)
+			b, err := Encode(tc.typ.Name(), at, "bootstrap", tc.p)
 			require.NoError(t, err)
 			_, err = m.ApplyBytes(b)
 			require.ErrorIs(t, err, tc.want)
@@ -134,9 +134,9 @@ func TestIdentityCommandsRefuse(t *testing.T) {
 func TestDeletionRemovesOwnedServicePrincipal(t *testing.T) {
 	m := identityFixture(t)
 	at := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
-	apply := func(typ string, p any) {
+	apply := func(typ Named, p any) {
 		t.Helper()
-		b, err := Encode(typ, at, "bootstrap", p)
+		b, err := Encode(typ.Name(), at, "bootstrap", p)
 		require.NoError(t, err)
 		_, err = m.ApplyBytes(b)
 		require.NoError(t, err, typ)

@@ -30,6 +30,9 @@ type data struct {
 	act            activation  // truthful activation (activation.go), snapshot section "activation"
 	ids            ids         // users, service principals, tokens, role bindings, Restrictions
 	idem           idempotency // recorded keyed writes (idempotency.go), snapshot section "idempotency"
+	// creds: the credential sources' metadata (credentials.go), snapshot
+	// section "credentials"; credByName below indexes them.
+	creds map[string]CredentialSource
 
 	// Indexes derived from the above (rebuilt on restore, not snapshotted),
 	// so scheduling scans only live work however long the history grows.
@@ -42,6 +45,7 @@ type data struct {
 	cfgByName   map[nameKey]string             // (Namespace ID, Configuration name) → ID
 	agentByName map[nameKey]string             // (Namespace ID, Agent name) → ID
 	nsAgents    map[string]map[string]struct{} // Namespace ID → its Agent IDs
+	credByName  map[nameKey]string             // (Namespace ID, credential source name) → ID
 }
 
 // nameKey is a name within a Namespace.
@@ -64,6 +68,8 @@ func newData() data {
 		nsAgents:       map[string]map[string]struct{}{},
 		act:            newActivation(),
 		ids:            newIDs(),
+		creds:          map[string]CredentialSource{},
+		credByName:     map[nameKey]string{},
 	}
 }
 

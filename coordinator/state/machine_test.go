@@ -13,13 +13,18 @@ import (
 type cmdCase struct {
 	name    string
 	setup   func(f *fx)
-	typ     string
+	typ     Named
 	payload func(f *fx) any
 	wantErr error
 	check   func(t *testing.T, f *fx, res any)
 }
 
 func strp(s string) *string { return &s }
+
+// rawName names a command the table does not declare.
+type rawName string
+
+func (n rawName) Name() string { return string(n) }
 
 func TestCommands(t *testing.T) {
 	later := func(f *fx) { f.now = f.now.Add(time.Minute) }
@@ -407,7 +412,7 @@ func TestCommands(t *testing.T) {
 			check: func(t *testing.T, f *fx, res any) {
 				require.Equal(t, "gvisor", f.m.Installation().SandboxDriver)
 			}},
-		{name: "unknown command", typ: "Explode", payload: func(*fx) any { return struct{}{} }, wantErr: ErrInvalid},
+		{name: "unknown command", typ: rawName("Explode"), payload: func(*fx) any { return struct{}{} }, wantErr: ErrInvalid},
 		{name: "unknown payload field", typ: CmdCreateNamespace,
 			payload: func(*fx) any { return map[string]string{"id": "x", "name": "y", "color": "z"} }, wantErr: ErrInvalid},
 	}
@@ -437,7 +442,7 @@ func TestCommands(t *testing.T) {
 }
 
 func TestClaimLostForEveryClaimRefCommand(t *testing.T) {
-	payloads := map[string]func(r ClaimRef) any{
+	payloads := map[Named]func(r ClaimRef) any{
 		CmdRenewClaim:         func(r ClaimRef) any { return RenewClaim{ClaimRef: r, LeaseExpiry: t0.Add(time.Hour)} },
 		CmdSetWorkPhase:       func(r ClaimRef) any { return SetWorkPhase{ClaimRef: r, Phase: PhaseReady} },
 		CmdRequeueWork:        func(r ClaimRef) any { return RequeueWork{ClaimRef: r, Code: "X"} },
@@ -578,15 +583,8 @@ func lifecycle(au []AuditRecord) []AuditRecord {
 }
 
 func TestDeleteNamespaceAndConfigurationWhileReferenced(t *testing.T) {
-	m := NewMachine()
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	apply := func(typ string, p any) (any, error) {
-		b, err := Encode(typ, at, "admin", p)
-		require.NoError(t, err)
-		return m.ApplyBytes(b)
-	}
-	_, err := apply(CmdCreateNamespace, CreateNamespace{ID: "n1", Name: "team"})
-	require.NoError(t, err)
+	m, apply := teamMachine(t)
+	var err error
 	_, err = apply(CmdPutConfiguration, PutConfiguration{ID: "c1", NamespaceID: "n1", Name: "cfg", Document: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 	_, err = apply(CmdCreateAgent, CreateAgent{ID: "a1", NamespaceID: "n1", Name: "bot", ConfigurationID: "c1"})
@@ -601,7 +599,7 @@ func TestDeleteNamespaceAndConfigurationWhileReferenced(t *testing.T) {
 
 	_, err = apply(CmdRequestDelete, RequestDelete{AgentID: "a1", WorkID: "w1"})
 	require.NoError(t, err)
-	_, err = apply(CmdClaimWork, ClaimWork{WorkID: "w1", Owner: "e", LeaseExpiry: at.Add(time.Hour)})
+	_, err = apply(CmdClaimWork, ClaimWork{WorkID: "w1", Owner: "e", LeaseExpiry: teamMachineTime.Add(time.Hour)})
 	require.NoError(t, err)
 	_, err = apply(CmdCompleteDeletion, CompleteDeletion{ClaimRef: ClaimRef{WorkID: "w1", Owner: "e"}})
 	require.NoError(t, err)
@@ -658,4 +656,22 @@ func TestRevisionWorkIndex(t *testing.T) {
 	restored := NewMachine()
 	require.NoError(t, restored.RestoreSnapshot(b))
 	check(restored)
+}
+
+// teamMachineTime is when teamMachine's commands are applied.
+var teamMachineTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// teamMachine is a machine holding the Namespace n1 ("team"), and apply,
+// which encodes a command at one fixed time by "admin" and applies it.
+func teamMachine(t *testing.T) (*Machine, func(Named, any) (any, error)) {
+	t.Helper()
+	m := NewMachine()
+	apply := func(typ Named, p any) (any, error) {
+		b, err := Encode(typ.Name(), teamMachineTime, "admin", p)
+		require.NoError(t, err)
+		return m.ApplyBytes(b)
+	}
+	_, err := apply(CmdCreateNamespace, CreateNamespace{ID: "n1", Name: "team"})
+	require.NoError(t, err)
+	return m, apply
 }

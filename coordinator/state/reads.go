@@ -13,14 +13,14 @@ func (m *Machine) Namespace(id string) (Namespace, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	ns, ok := m.d.namespaces[id]
-	return ns, ok
+	return cloneNamespace(ns), ok
 }
 
 // Namespaces returns every Namespace ordered by ID.
 func (m *Machine) Namespaces() []Namespace {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return sortedValues(m.d.namespaces, func(Namespace) bool { return true }, func(n Namespace) Namespace { return n },
+	return sortedValues(m.d.namespaces, func(Namespace) bool { return true }, cloneNamespace,
 		func(a, b Namespace) int { return cmp.Compare(a.ID, b.ID) })
 }
 
@@ -53,7 +53,7 @@ func (m *Machine) NamespaceByName(name string) (Namespace, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	ns, ok := m.d.namespaces[m.d.nsByName[name]]
-	return ns, ok
+	return cloneNamespace(ns), ok
 }
 
 // ConfigurationByName returns the Configuration named name in a Namespace.

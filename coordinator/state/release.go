@@ -8,7 +8,7 @@ import (
 // A new leader's engine frees the claims of earlier engines at once
 // (ReleaseClaims in commands.go) instead of waiting out their leases.
 
-func applyReleaseClaims(d *data, c Command, p ReleaseClaims) (any, error) {
+func applyReleaseClaims(d *data, c Command, p ReleaseClaims) ([]string, error) {
 	if p.Keep == "" {
 		return nil, fmt.Errorf("%w: keep is required", ErrInvalid)
 	}

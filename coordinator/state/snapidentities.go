@@ -173,7 +173,7 @@ func unmarshalIdentities(r *snapDec, d *data) {
 		if _, ok := x.tokens[t.ID]; ok {
 			return errDuplicate("token", t.ID)
 		}
-		x.tokens[t.ID] = t
+		x.putToken(t)
 		return nil
 	})
 	decodeEach(r, nil, func() RoleBinding {

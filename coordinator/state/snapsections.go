@@ -28,6 +28,9 @@ var snapSections = []snapSection{
 		marshal: marshalActivation, unmarshal: unmarshalActivation},
 	{name: "idempotency", empty: func(d *data) bool { return d.idem.len() == 0 },
 		marshal: marshalIdempotency, unmarshal: unmarshalIdempotency},
+	{name: "credentials", empty: func(d *data) bool { return len(d.creds) == 0 },
+		marshal: marshalCredentials, unmarshal: unmarshalCredentials},
+	{name: "resources", empty: resourcesEmpty, marshal: marshalResources, unmarshal: unmarshalResources},
 }
 
 // snapVersion is the version marshal writes.

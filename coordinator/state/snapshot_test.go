@@ -5,99 +5,9 @@ import (
 	"reflect"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
-
-// fill sets every field of v (a pointer to a struct) to a distinct non-zero
-// value, so a field the binary codec forgets fails the round trip below.
-func fill(v reflect.Value, n *int) {
-	*n++
-	switch v.Kind() {
-	case reflect.Pointer:
-		v.Set(reflect.New(v.Type().Elem()))
-		fill(v.Elem(), n)
-	case reflect.Struct:
-		if v.Type() == reflect.TypeFor[time.Time]() {
-			v.Set(reflect.ValueOf(t0.Add(time.Duration(*n) * 1001 * time.Microsecond)))
-			return
-		}
-		for i := range v.NumField() {
-			fill(v.Field(i), n)
-		}
-	case reflect.String:
-		v.SetString("s" + string(rune('a'+*n%26)) + string(rune('a'+*n/26%26)))
-	case reflect.Int, reflect.Int64:
-		v.SetInt(int64(*n))
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Slice:
-		if v.Type() == reflect.TypeFor[json.RawMessage]() {
-			v.SetBytes([]byte(`{"n":` + string(rune('0'+*n%10)) + `}`))
-			return
-		}
-		s := reflect.MakeSlice(v.Type(), 2, 2)
-		fill(s.Index(0), n)
-		fill(s.Index(1), n)
-		v.Set(s)
-	case reflect.Map:
-		v.Set(reflect.ValueOf(map[string]string{"k1": "v1", "k2": "v2"}))
-	default:
-		panic("fill: unhandled kind " + v.Kind().String())
-	}
-}
-
-func filled[T any](n *int) T {
-	var v T
-	fill(reflect.ValueOf(&v).Elem(), n)
-	return v
-}
-
-// TestSnapshotEveryFieldRoundTrips restores a state whose records have every
-// field set and compares the records field by field.
-func TestSnapshotEveryFieldRoundTrips(t *testing.T) {
-	n := 0
-	d := newData()
-	ns := filled[Namespace](&n)
-	cfg := filled[Configuration](&n)
-	cfg.NamespaceID = ns.ID
-	ag := filled[Agent](&n)
-	ag.NamespaceID = ns.ID
-	rv := filled[Revision](&n)
-	rv.AgentID = ag.ID
-	wk := filled[Work](&n)
-	stop := filled[PredecessorStop](&n)
-	audit := filled[AuditRecord](&n)
-	d.putNamespace(ns)
-	d.putConfiguration(cfg)
-	d.addAgent(ag)
-	d.addRevision(rv)
-	d.putWork(wk)
-	d.stops[stop.AgentID] = []PredecessorStop{stop}
-	d.audit = []AuditRecord{audit}
-	d.auditSeq = 42
-	d.installation = filled[Installation](&n)
-	src := &Machine{d: d, changed: make(chan struct{})}
-
-	snap, err := src.MarshalSnapshot()
-	require.NoError(t, err)
-	dst := NewMachine()
-	require.NoError(t, dst.RestoreSnapshot(snap))
-	require.Equal(t, src.d.namespaces, dst.d.namespaces)
-	require.Equal(t, src.d.configurations, dst.d.configurations)
-	require.Equal(t, src.d.agents, dst.d.agents)
-	require.Equal(t, src.d.revisions, dst.d.revisions)
-	require.Equal(t, src.d.work, dst.d.work)
-	require.Equal(t, src.d.stops, dst.d.stops)
-	require.Equal(t, src.d.audit, dst.d.audit)
-	require.Equal(t, src.d.auditSeq, dst.d.auditSeq)
-	require.Equal(t, src.d.installation, dst.d.installation)
-	require.Equal(t, src.Digest(), dst.Digest())
-	got, ok := dst.AgentByName(ns.ID, ag.Name)
-	require.True(t, ok)
-	require.Equal(t, ag.ID, got.ID)
-}
 
 // marshalJSONv1 renders data the way version 1 did (for the compatibility
 // test).

@@ -28,7 +28,53 @@ type Namespace struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Quota bounds what the Namespace's Agents may hold (nil: unbounded);
+	// deploy admission refuses a deploy over it (QUOTA_EXCEEDED).
+	Quota *NamespaceQuota `json:"quota,omitempty"`
 }
+
+// NamespaceQuota bounds a Namespace's Agents. Quantities are Kubernetes
+// quantity strings ("4", "500m", "8Gi"); zero or empty: that dimension is
+// unbounded. The API validates them; the state stores them as given.
+type NamespaceQuota struct {
+	// Agents counts the Agents that hold runtime resources: deployed at
+	// least once and not deleted (their claims, Services and Secrets stay
+	// while they are stopped).
+	Agents int64 `json:"agents,omitempty"`
+	// CPU and Memory bound the sum of the container limits of the Agents
+	// that run or are being deployed; Storage the sum of the Agents' claims.
+	CPU     string `json:"cpu,omitempty"`
+	Memory  string `json:"memory,omitempty"`
+	Storage string `json:"storage,omitempty"`
+}
+
+// Empty reports whether q bounds nothing.
+func (q *NamespaceQuota) Empty() bool {
+	return q == nil || (q.Agents == 0 && q.CPU == "" && q.Memory == "" && q.Storage == "")
+}
+
+// ContainerResources are one container's requests and limits, as
+// Kubernetes quantity strings; an empty value takes the compute driver's
+// default.
+type ContainerResources struct {
+	CPURequest    string `json:"cpuRequest,omitempty"`
+	MemoryRequest string `json:"memoryRequest,omitempty"`
+	CPULimit      string `json:"cpuLimit,omitempty"`
+	MemoryLimit   string `json:"memoryLimit,omitempty"`
+}
+
+// Empty reports whether c sets nothing.
+func (c ContainerResources) Empty() bool { return c == ContainerResources{} }
+
+// AgentResources are an Agent's per-container requests and limits: the
+// Gateway's and (dedicated) the Harness's. Each revision freezes them.
+type AgentResources struct {
+	Gateway ContainerResources `json:"gateway,omitzero"`
+	Harness ContainerResources `json:"harness,omitzero"`
+}
+
+// Empty reports whether r sets nothing.
+func (r *AgentResources) Empty() bool { return r == nil || (r.Gateway.Empty() && r.Harness.Empty()) }
 
 // Configuration is a native OpenClaw configuration document. Every update
 // increments Generation.
@@ -68,6 +114,9 @@ type Agent struct {
 	// ServicePrincipalID is the Agent's stable identity (identities.go);
 	// every revision freezes it.
 	ServicePrincipalID string `json:"servicePrincipalId,omitempty"`
+	// Resources are the Agent's container requests and limits (nil: the
+	// compute driver's defaults); each revision freezes them.
+	Resources *AgentResources `json:"resources,omitempty"`
 }
 
 // HarnessIdentity is the server-approved harness a revision runs.
@@ -107,6 +156,9 @@ type Revision struct {
 	CreatedAt               time.Time       `json:"createdAt"`
 	// ServicePrincipalID is the Agent's ServicePrincipal, frozen (docs/design/seed-000.md).
 	ServicePrincipalID string `json:"servicePrincipalId,omitempty"`
+	// Resources are the Agent's requests and limits, frozen (nil: the
+	// compute driver's defaults).
+	Resources *AgentResources `json:"resources,omitempty"`
 }
 
 // Work kinds.
@@ -186,6 +238,7 @@ const (
 	AuditConfigurationCreate = "oce.configurations.create"
 	AuditConfigurationUpdate = "oce.configurations.update"
 	AuditNamespaceDelete     = "oce.namespaces.delete"
+	AuditNamespaceQuota      = "oce.namespaces.quota"
 	AuditConfigurationDelete = "oce.configurations.delete"
 	AuditAgentCreate         = "oce.agents.create"
 	AuditAgentUpdate         = "oce.agents.update"

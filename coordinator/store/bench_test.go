@@ -26,8 +26,8 @@ func bigFSM(tb testing.TB, agents, revsPer int) *fsm {
 	tb.Helper()
 	f := newFSM()
 	idx := uint64(0)
-	apply := func(typ string, p any) {
-		b, err := state.Encode(typ, t0, "bench", p)
+	apply := func(typ state.Named, p any) {
+		b, err := state.Encode(typ.Name(), t0, "bench", p)
 		require.NoError(tb, err)
 		idx++
 		r := f.Apply(&raft.Log{Index: idx, Data: b}).(applyResult)
@@ -154,7 +154,7 @@ func BenchmarkPropose(b *testing.B) {
 	for i := range b.N {
 		for j := range seq {
 			start := time.Now()
-			_, err := l.Propose(ctx, state.CmdCreateNamespace, state.CreateNamespace{ID: fmt.Sprintf("s%d-%d", i, j), Name: fmt.Sprintf("s%d-%d", i, j)})
+			_, err := l.Propose(ctx, state.CmdCreateNamespace.Name(), state.CreateNamespace{ID: fmt.Sprintf("s%d-%d", i, j), Name: fmt.Sprintf("s%d-%d", i, j)})
 			require.NoError(b, err)
 			lat = append(lat, time.Since(start))
 		}
@@ -165,7 +165,7 @@ func BenchmarkPropose(b *testing.B) {
 				var err error
 				for k := range perWorker {
 					id := fmt.Sprintf("c%d-%d-%d", i, w, k)
-					if _, e := l.Propose(ctx, state.CmdCreateNamespace, state.CreateNamespace{ID: id, Name: id}); e != nil {
+					if _, e := l.Propose(ctx, state.CmdCreateNamespace.Name(), state.CreateNamespace{ID: id, Name: id}); e != nil {
 						err = e
 					}
 				}

@@ -33,7 +33,7 @@ func TestFSMMetaAndSnapshot(t *testing.T) {
 			require.ErrorIs(t, r.err, tc.wantErr, i)
 		}
 	}
-	b, _ := state.Encode(state.CmdCreateNamespace, t0, "a", state.CreateNamespace{ID: "ns1", Name: "one"})
+	b, _ := state.Encode(state.CmdCreateNamespace.Name(), t0, "a", state.CreateNamespace{ID: "ns1", Name: "one"})
 	r := f.Apply(&raft.Log{Index: 7, Data: b}).(applyResult)
 	require.NoError(t, r.err)
 	require.Equal(t, "ns1", r.val.(state.Namespace).ID)

@@ -19,7 +19,7 @@ var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
 // or they succeed and re-encode to an equivalent snapshot.
 func FuzzRestore(f *testing.F) {
 	seed := newFSM()
-	b, _ := state.Encode(state.CmdCreateNamespace, t0, "a", state.CreateNamespace{ID: "ns1", Name: "one"})
+	b, _ := state.Encode(state.CmdCreateNamespace.Name(), t0, "a", state.CreateNamespace{ID: "ns1", Name: "one"})
 	seed.Apply(&raft.Log{Index: 1, Data: b})
 	seed.Apply(&raft.Log{Index: 2, Data: append([]byte{metaPrefix}, `{"op":"set","id":"n1","httpAddr":"127.0.0.1:1"}`...)})
 	good, err := seed.encode()

@@ -27,7 +27,7 @@ func BenchmarkIdempotencyRecords(b *testing.B) {
 	deploy := func(f *fsm, i int, stamp *state.Idempotency) time.Duration {
 		id := fmt.Sprintf("agent-%d", i%agents)
 		rid := fmt.Sprintf("%s-extra-%d", id, i)
-		e, err := state.EncodeStamped(state.CmdAdmitRevision, t0.Add(time.Duration(i)*time.Millisecond), "bench", stamp,
+		e, err := state.EncodeStamped(state.CmdAdmitRevision.Name(), t0.Add(time.Duration(i)*time.Millisecond), "bench", stamp,
 			state.AdmitRevision{WorkID: rid + "-work", MaxAttempts: 5, Revision: state.Revision{
 				ID: rid, AgentID: id, NamespaceID: "ns", Document: doc, ConfigurationID: "cfg", ConfigurationGeneration: 1,
 				Harness: state.HarnessIdentity{ID: state.HarnessOpenClaw, Version: "2026.9.6"}, Mode: state.ModeEmbedded,

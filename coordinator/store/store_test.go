@@ -152,13 +152,13 @@ var proposals atomic.Int64
 // propose proposes on the leader under an idempotency key of its own, so
 // the retry onLeader makes after a leader change applies it at most once;
 // a retry of an entry that did commit answers a *state.Replay.
-func propose(t testing.TB, nodes []*node, ctx context.Context, typ string, payload any) (any, error) {
+func propose(t testing.TB, nodes []*node, ctx context.Context, typ state.Named, payload any) (any, error) {
 	t.Helper()
-	ctx = state.WithIdempotency(ctx, state.Idempotency{Key: fmt.Sprintf("test-%d", proposals.Add(1)), Hash: typ, Status: 200})
+	ctx = state.WithIdempotency(ctx, state.Idempotency{Key: fmt.Sprintf("test-%d", proposals.Add(1)), Hash: typ.Name(), Status: 200})
 	var res any
 	err := onLeader(t, nodes, func(l *node) error {
 		var err error
-		res, err = l.s.Propose(ctx, typ, payload)
+		res, err = l.s.Propose(ctx, typ.Name(), payload)
 		return err
 	})
 	return res, err
@@ -201,7 +201,7 @@ func TestReplication(t *testing.T) {
 	res, err := propose(t, nodes, WithActor(ctxT(t), "alice"), state.CmdCreateNamespace, state.CreateNamespace{ID: "ns1", Name: "one"})
 	require.NoError(t, err)
 	if r, ok := res.(*state.Replay); ok { // committed by a leader that lost leadership before answering
-		require.Equal(t, state.CmdCreateNamespace, r.Record.Type)
+		require.Equal(t, state.CmdCreateNamespace.Name(), r.Record.Type)
 	} else {
 		require.Equal(t, "ns1", res.(state.Namespace).ID)
 	}
@@ -272,7 +272,7 @@ func TestFollowerNotLeader(t *testing.T) {
 		if f.s.LeaderHTTPAddr() != l.cfg.HTTPAddr {
 			return errors.New("the follower has not heard of the leader yet")
 		}
-		_, proposeErr = f.s.Propose(ctxT(t), state.CmdCreateNamespace, state.CreateNamespace{ID: "x", Name: "x"})
+		_, proposeErr = f.s.Propose(ctxT(t), state.CmdCreateNamespace.Name(), state.CreateNamespace{ID: "x", Name: "x"})
 		errs = map[string]error{
 			"verify":   f.s.VerifyLeader(ctxT(t)),
 			"join":     f.s.Join(ctxT(t), "n9", "127.0.0.1:1", "127.0.0.1:2"),

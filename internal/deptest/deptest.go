@@ -28,11 +28,40 @@ type Graph map[string][]string
 // Load lists every package of the module with its transitive dependencies
 // (one `go list` of the whole module).
 func Load() (Graph, error) {
+	return list("-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "./...")
+}
+
+// LoadImports lists every package that the packages matching patterns
+// depend on, and those packages, with its direct imports (non-test code).
+func LoadImports(patterns ...string) (Graph, error) {
+	return list(append([]string{"-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`}, patterns...)...)
+}
+
+// Importers returns the packages among pkg and its dependencies (deps)
+// that import dep directly (imports): the edges through which pkg links
+// dep.
+func Importers(deps, imports Graph, pkg, dep string) []string {
+	var out []string
+	for _, p := range append([]string{pkg}, deps[pkg]...) {
+		for _, i := range imports[p] {
+			if i == dep {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// list runs `go list args` at the module root and reads each line as a
+// package followed by the packages it names.
+func list(args ...string) (Graph, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "./...")
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

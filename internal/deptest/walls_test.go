@@ -22,13 +22,34 @@ var components = Pkgs("coordinator/...", "gatewayd/...", "harnessd/...", "nodeho
 var heavy = []string{"github.com/hashicorp/raft/...", "github.com/hashicorp/raft-boltdb/...",
 	"go.etcd.io/bbolt/...", "github.com/boltdb/bolt/...", "k8s.io/client-go/...", "k8s.io/api/..."}
 
+// production are the binaries oce ships: the coordinator, the supervisors
+// of the Agents' images, occ, and the offline model provider `occ dev up`
+// runs for the demo.
+var production = Pkgs("cmd/coordinator", "cmd/gatewayd", "cmd/harnessd", "cmd/nodehost", "cmd/occ", "cmd/fakeprovider")
+
+// testSupport are the packages that exist for tests: the in-memory compute
+// driver (and what registers it), fakes, harnesses, test helpers.
+var testSupport = append(Pkgs("coordinator/compute/memory", "coordinator/server/memorydriver", "coordinator/api/apitest",
+	"coordinator/authn/oidctest", "coordinator/clustertest", "coordinator/compute/kubernetes/fakeapi",
+	"coordinator/compute/kubernetes/k8stest/...", "gatewayd/internal/fakeopenclaw", "shared/logtest", "shared/octest",
+	"shared/secretfile/secretfiletest", "shared/supervise/internal/cmd/supervisetest", "images/...", "e2e/...",
+	"internal/..."), "github.com/stretchr/testify/...")
+
+// testingImporters are the packages outside the module that production
+// binaries link and that import the standard library's testing package from
+// non-test code, each with why it is tolerated. No package of oce may.
+var testingImporters = map[string]string{
+	"github.com/hashicorp/raft": "its testing.go (MakeCluster and friends) is a non-test file of the raft package " +
+		"itself, so every program that links Raft lists testing; the coordinator calls none of it",
+}
+
 // stateCodec is what coordinator/state may import besides the standard
 // library: its codec. Today that is encoding/json (standard); a binary
 // codec module would be named here, and nothing else.
 var stateCodec []string
 
-// walls are the house's import rules (design/ARCHITECTURE.md, "Import
-// rules"), each with an edge that crosses it.
+// walls are the house's import rules (docs/design/architecture.md#import-rules),
+// each with an edge that crosses it.
 var walls = []Rule{
 	{
 		Name: "runtime agents ↛ coordinator, occ",
@@ -97,6 +118,27 @@ var walls = []Rule{
 		Crossing: [2]string{Module + "/coordinator/compute/local", Module + "/gatewayd"},
 	},
 	{
+		Name: "production binaries link no test code",
+		Why: "what ships runs no fake: the in-memory driver, fakes and test helpers are built into tests and " +
+			"the test coordinator (cmd/coordinator -tags memorydriver) only",
+		From: production, Forbid: testSupport,
+		Crossing: [2]string{Module + "/cmd/coordinator", Module + "/coordinator/compute/memory"},
+	},
+	{
+		Name: "coordinator/policy speaks no HTTP and writes nothing",
+		Why: "the deploy decision is made alike for an API request and for the engine's reauthorization: over a " +
+			"read-only view of the state, each caller turning a refusal into its own answer",
+		From:     Pkgs("coordinator/policy"),
+		Forbid:   append([]string{"net/http", "net/http/..."}, Pkgs("coordinator/api/...", "coordinator/store/...", "coordinator/engine/...")...),
+		Crossing: [2]string{Module + "/coordinator/policy", "net/http"},
+	},
+	{
+		Name: "iam ↛ admission, policy",
+		Why:  "iam answers authorization questions; the deploy decision, which runs admission, is coordinator/policy's",
+		From: Pkgs("coordinator/iam/..."), Forbid: Pkgs("coordinator/admission/...", "coordinator/policy/..."),
+		Crossing: [2]string{Module + "/coordinator/iam", Module + "/coordinator/admission"},
+	},
+	{
 		Name: "coordinator/state: the standard library and its codec only",
 		Why:  "Apply must be deterministic and the log encoding must not move with a dependency",
 		From: Pkgs("coordinator/state"), StdOnly: true, Allow: stateCodec,
@@ -119,6 +161,37 @@ func TestWalls(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestProductionLinksNoTesting: no production binary links the standard
+// library's testing package through a package of oce or an unlisted
+// dependency; every tolerated importer is still linked (a stale allowance
+// fails), and an oce package importing testing is reported.
+func TestProductionLinksNoTesting(t *testing.T) {
+	g, err := Load()
+	require.NoError(t, err)
+	imports, err := LoadImports(production...)
+	require.NoError(t, err)
+	tolerated := map[string]bool{}
+	for _, bin := range production {
+		require.Contains(t, g, bin, "a production binary is a package of the module")
+		for _, p := range Importers(g, imports, bin, "testing") {
+			if _, ok := testingImporters[p]; !ok {
+				t.Errorf("%s links testing: %s imports it", bin, p)
+			}
+			tolerated[p] = true
+		}
+	}
+	for p := range testingImporters {
+		require.True(t, tolerated[p], "%s no longer brings testing into a production binary: drop its allowance", p)
+	}
+	crossed := Graph{}
+	for k, v := range imports {
+		crossed[k] = v
+	}
+	server := Module + "/coordinator/server"
+	crossed[server] = append(slices.Clone(imports[server]), "testing")
+	require.Equal(t, []string{"github.com/hashicorp/raft", server}, Importers(g, crossed, Module+"/cmd/coordinator", "testing"))
 }
 
 // TestWallsCanFail proves every rule fails on the edge it forbids: the

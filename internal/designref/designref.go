@@ -22,6 +22,16 @@ const Dir = "docs/design"
 // Link matches a docs/design link in text.
 var Link = regexp.MustCompile(`docs/design/([a-z0-9-]+\.md)(?:#([a-z0-9-]+))?`)
 
+// Stale matches a design note cited where someone with only the repository
+// cannot open it: by a path outside docs/design (design/<NOTE>.md or
+// shared/design/<file>, the planning copies), or by the bare name of a
+// planning note. Old-form section citations (a note's name followed by a
+// section sign) are Rewrite's and do not match.
+var Stale = regexp.MustCompile(`(?:^|[^\w./-])((?:shared/)?design/[\w.-]+|(?:ARCHITECTURE|ANCHORS|KUBELET-TESTENV|KUBERNETES-TESTENV|REFERENCE|CODEX|OPENCLAW)\.md(?: §)?)`)
+
+// Doc matches a link to a page of docs/ (outside docs/design).
+var Doc = regexp.MustCompile(`\bdocs/([\w-]+\.md)`)
+
 var (
 	// "docs/design/reference.md#s1-3", "docs/design/reference.md#s1-3, docs/design/reference.md#s1-4, docs/design/reference.md#s5", "docs/design/reference.md#s6-2, docs/design/reference.md#s6-3",
 	// "docs/design/reference.md#s3 and docs/design/reference.md#s7", "docs/design/reference.md#s3, docs/design/reference.md#s7".
@@ -78,11 +88,19 @@ func Rewrite(text string) (string, int) {
 type Resolver struct {
 	root    string
 	anchors map[string]map[string]bool // file → anchors
+	docs    map[string]bool            // the pages of docs/
 }
 
 // NewResolver reads docs/design under root.
 func NewResolver(root string) (*Resolver, error) {
-	r := &Resolver{root: root, anchors: map[string]map[string]bool{}}
+	r := &Resolver{root: root, anchors: map[string]map[string]bool{}, docs: map[string]bool{}}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range docs {
+		r.docs[filepath.Base(f)] = true
+	}
 	files, err := filepath.Glob(filepath.Join(root, Dir, "*.md"))
 	if err != nil {
 		return nil, err
@@ -103,9 +121,20 @@ func NewResolver(root string) (*Resolver, error) {
 }
 
 // Check returns an error for each link in text whose page or anchor is
-// missing.
+// missing, each page of docs/ it names that does not exist, and each stale
+// design citation.
 func (r *Resolver) Check(text string) []error {
 	var errs []error
+	for _, m := range Stale.FindAllStringSubmatch(text, -1) {
+		if !strings.HasSuffix(m[1], " §") {
+			errs = append(errs, fmt.Errorf("%s: a design note outside the repository; cite its copy in %s", m[1], Dir))
+		}
+	}
+	for _, m := range Doc.FindAllStringSubmatch(text, -1) {
+		if !r.docs[m[1]] {
+			errs = append(errs, fmt.Errorf("%s: no such page in docs", m[0]))
+		}
+	}
 	for _, m := range Link.FindAllStringSubmatch(text, -1) {
 		set, ok := r.anchors[m[1]]
 		switch {

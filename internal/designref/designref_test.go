@@ -104,10 +104,16 @@ func TestRewriteForms(t *testing.T) {
 }
 
 func TestCheckFindsBrokenLinks(t *testing.T) {
-	r := &Resolver{anchors: map[string]map[string]bool{"reference.md": {"s1-3": true}}}
-	require.Empty(t, r.Check("see docs/design/reference.md#s1-3 and docs/design/reference.md"))
+	r := &Resolver{anchors: map[string]map[string]bool{"reference.md": {"s1-3": true}}, docs: map[string]bool{"API.md": true}}
+	require.Empty(t, r.Check("see docs/design/reference.md#s1-3 and docs/design/reference.md, docs/API.md"))
 	require.Len(t, r.Check("docs/design/reference.md#s9-9"), 1)
 	require.Len(t, r.Check("docs/design/nope.md"), 1)
+	require.Len(t, r.Check("the Cedar actions of docs/IAM.md"), 1, "a page of docs/ that does not exist")
+	for _, stale := range []string{"(design/ARCHITECTURE.md, \"Import rules\")", "pins from shared/design/k8s-testenv-pins",
+		"KUBELET-TESTENV.md measured 85 s", "see ARCHITECTURE.md"} {
+		require.Len(t, r.Check(stale), 1, stale)
+	}
+	require.Empty(t, r.Check("CODEX.md §6, an old-form citation Rewrite maps"))
 }
 
 // TestLinksInDocsResolve: README.md and docs/*.md link the same pages.
