@@ -1,9 +1,11 @@
 // Command coordinator runs one member of oce's Raft-replicated coordinator.
-// With no flags it is the embedded default: one node with data under
-// ./.oce/coordinator, Raft on 127.0.0.1:7300, HTTP on 127.0.0.1:7400, which
-// bootstraps itself, with the in-memory test driver (in a dev data dir
-// only; see docs/OPERATIONS.md). --driver kubernetes runs Agents on a
-// cluster, --driver local as processes of this machine (occ dev up).
+// With no flags but --driver it is the embedded default: one node with data
+// under ./.oce/coordinator, Raft on 127.0.0.1:7300, HTTP on 127.0.0.1:7400,
+// which bootstraps itself. --driver kubernetes runs Agents on a cluster,
+// --driver local as processes of this machine (occ dev up). The test build
+// (go build -tags memorydriver, memorydriver.go) also has the in-memory test
+// driver, which it runs with no --driver in a dev data dir
+// (docs/OPERATIONS.md); the production build links no test driver.
 package main
 
 import (
@@ -17,6 +19,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"oce.dev/oce/coordinator/api"
+	"oce.dev/oce/coordinator/authn"
 	"oce.dev/oce/coordinator/engine"
 	"oce.dev/oce/coordinator/server"
 	"oce.dev/oce/coordinator/store"
@@ -81,12 +85,12 @@ func command() *cobra.Command {
 	f.StringVar(&cfg.NodeID, "node-id", env("OCE_NODE_ID", ""), "Raft server id; default the stored one, else the host name (env OCE_NODE_ID)")
 	f.StringVar(&cfg.Join, "join", env("OCE_JOIN", ""), "comma-separated HTTP addresses of members to join through; empty bootstraps (env OCE_JOIN)")
 	f.StringVar(&cfg.DriverName, "driver", env("OCE_DRIVER", ""), "compute driver: "+strings.Join(server.Drivers(), ", ")+
-		"; empty runs the in-memory test driver, in a dev data dir only (env OCE_DRIVER)")
-	f.StringVar(&cfg.MemoryDir, "memory-dir", env("OCE_MEMORY_DIR", ""), "memory driver: keep its runtime records in this directory, shared by every member naming it (multi-process tests; env OCE_MEMORY_DIR)")
+		"; empty runs the in-memory test driver of a test build (-tags memorydriver), in a dev data dir only (env OCE_DRIVER)")
+	f.StringVar(&cfg.MemoryDir, "memory-dir", env("OCE_MEMORY_DIR", ""), "memory driver (test build): keep its runtime records in this directory, shared by every member naming it (multi-process tests; env OCE_MEMORY_DIR)")
 	f.StringVar(&cfg.APISocket, "api-socket", env("OCE_API_SOCKET", ""), "also serve the API on this Unix socket, mode 0600 (env OCE_API_SOCKET)")
 	f.StringVar(&cfg.Local.Root, "local-root", env("OCE_LOCAL_ROOT", ""), "local driver: root of the runtimes' directories; default <data-dir>/local")
 	f.StringVar(&cfg.Local.BinDir, "local-bin-dir", env("OCE_LOCAL_BIN_DIR", ""), "local driver: directory of gatewayd, harnessd, nodehost; default beside this binary")
-	f.StringVar(&cfg.Local.SecretsDir, "local-secrets-dir", env("OCE_LOCAL_SECRETS_DIR", ""), "local driver: where harnessAuth sourceRefs local:<name> resolve; default <local-root>/secrets")
+	f.StringVar(&cfg.Local.SecretsDir, "local-secrets-dir", env("OCE_LOCAL_SECRETS_DIR", ""), "local driver: the shared secrets directory a cluster admin registers files of as Namespaces' credential sources (occ credential register --from-local); default <local-root>/secrets")
 	f.StringVar(&cfg.Local.ProviderURL, "local-provider-url", env("OCE_LOCAL_PROVIDER_URL", ""), "local driver: model provider base URL for every runtime (the offline fake provider)")
 	f.BoolVar(&cfg.Local.AllowHostNetwork, "local-allow-host-network", false, "local driver: let runtimes run outside a loopback-only network namespace")
 	f.StringVar(&cfg.TokenFile, "token-file", env("OCE_TOKEN_FILE", ""), "bearer token file (0600), created when missing; default <data-dir>/token (env OCE_TOKEN_FILE)")
@@ -100,6 +104,15 @@ func command() *cobra.Command {
 	f.StringVar(&cfg.OIDC.UsernameClaim, "oidc-username-claim", "sub", "the OIDC claim that names the user (prefixed oidc:)")
 	f.StringVar(&cfg.OIDC.GroupsClaim, "oidc-groups-claim", "groups", "the OIDC claim that lists the user's groups (prefixed oidc:)")
 	f.StringVar(&cfg.OIDC.CAFile, "oidc-ca-file", env("OCE_OIDC_CA_FILE", ""), "CA bundle trusted for the OIDC issuer (default: the system roots)")
+	f.DurationVar(&cfg.OIDC.JWKSRefresh, "oidc-jwks-refresh", authn.DefaultJWKSRefresh, "least time between two fetches of the OIDC issuer's key set (a token naming an unknown key waits for the next)")
+	f.Float64Var(&cfg.RateLimits.PrincipalRate, "rate-limit-principal", api.DefaultPrincipalRate, "API requests per second of one authenticated principal (the bootstrap identity is exempt); negative turns it off")
+	f.IntVar(&cfg.RateLimits.PrincipalBurst, "rate-limit-principal-burst", api.DefaultPrincipalBurst, "API requests one principal may send at once")
+	f.Float64Var(&cfg.RateLimits.FailedAuthRate, "rate-limit-failed-auth", api.DefaultFailedAuthRate, "failed authentications per second of one source address before it is locked out (429); negative turns it off")
+	f.IntVar(&cfg.RateLimits.FailedAuthBurst, "rate-limit-failed-auth-burst", api.DefaultFailedAuthBurst, "failed authentications one source address may make at once")
+	f.DurationVar(&cfg.AuditRetention.MaxAge, "audit-max-age", server.DefaultAuditMaxAge, "prune audit records older than this (exported first); negative keeps every age")
+	f.IntVar(&cfg.AuditRetention.MaxRecords, "audit-max-records", server.DefaultAuditMaxRecords, "keep at most this many audit records (the oldest are exported, then pruned); negative keeps any number")
+	f.StringVar(&cfg.AuditRetention.ExportDir, "audit-export-dir", env("OCE_AUDIT_EXPORT_DIR", ""), "where pruned audit records are exported (JSON lines, 0600); default <data-dir>/audit-export; - prunes without exporting (env OCE_AUDIT_EXPORT_DIR)")
+	f.DurationVar(&cfg.IdleTimeout, "http-idle-timeout", server.DefaultIdleTimeout, "close keep-alive connections idle this long")
 	f.StringVar(&logLevel, "log-level", env("OCE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env OCE_LOG_LEVEL)")
 	f.DurationVar(&cfg.Timeouts.Heartbeat, "raft-heartbeat-timeout", store.DefaultHeartbeatTimeout, "Raft heartbeat timeout")
 	f.DurationVar(&cfg.Timeouts.Election, "raft-election-timeout", store.DefaultElectionTimeout, "Raft election timeout")

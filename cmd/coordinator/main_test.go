@@ -13,6 +13,8 @@ func TestFlagDefaultsAndEnv(t *testing.T) {
 	for flag, want := range map[string]string{
 		"data-dir": server.DefaultDataDir, "raft-addr": server.DefaultRaftAddr, "http-addr": server.DefaultHTTPAddr,
 		"driver": "", "join": "", "api-socket": "", "local-root": "", "node-id": "", "raft-heartbeat-timeout": "400ms", "raft-leader-lease-timeout": "200ms",
+		"rate-limit-principal": "50", "rate-limit-principal-burst": "200", "rate-limit-failed-auth": "1", "rate-limit-failed-auth-burst": "20",
+		"audit-max-age": "2160h0m0s", "audit-max-records": "100000", "audit-export-dir": "", "http-idle-timeout": "2m0s", "oidc-jwks-refresh": "30s",
 	} {
 		require.Equal(t, want, cmd.Flags().Lookup(flag).DefValue, flag)
 	}

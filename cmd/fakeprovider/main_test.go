@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"oce.dev/oce/shared/netns"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -18,7 +20,7 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	os.Exit(m.Run())
+	netns.Main(m, netns.Options{HostNetwork: true})
 }
 
 // run starts this test binary as the fakeprovider command.

@@ -111,7 +111,7 @@ func (e *Engine) activate(cl *claim) {
 		}
 	}
 	if hasStopRecord(m, a.ID, rev.ID) {
-		if _, err := cl.propose(state.CmdDropPredecessor, state.DropPredecessorStop{ClaimRef: cl.ref, RevisionIDs: []string{rev.ID}}); err != nil {
+		if _, err := proposeClaimed(cl, state.CmdDropPredecessor, state.DropPredecessorStop{ClaimRef: cl.ref, RevisionIDs: []string{rev.ID}}); err != nil {
 			return
 		}
 	}
@@ -158,7 +158,7 @@ func (e *Engine) activate(cl *claim) {
 			return
 		}
 	}
-	if _, err := cl.propose(state.CmdActivateRevision, state.ActivateRevision{ClaimRef: cl.ref, Expected: a.ActiveRevisionID}); err != nil {
+	if _, err := proposeClaimed(cl, state.CmdActivateRevision, state.ActivateRevision{ClaimRef: cl.ref, Expected: a.ActiveRevisionID}); err != nil {
 		switch {
 		case errors.Is(err, errAbandoned):
 		case errors.Is(err, state.ErrActiveRevisionChanged):
@@ -193,7 +193,7 @@ func (e *Engine) finalize(cl *claim, rev state.Revision, activated bool, rollbac
 	if hasStopRecord(e.p.Machine(), rev.AgentID, rev.ID) {
 		// Activating a revision recorded as a stopped predecessor forgets
 		// the record, so no later pass skips or re-stops it by mistake.
-		if _, err := cl.propose(state.CmdDropPredecessor, state.DropPredecessorStop{ClaimRef: cl.ref, RevisionIDs: []string{rev.ID}}); err != nil {
+		if _, err := proposeClaimed(cl, state.CmdDropPredecessor, state.DropPredecessorStop{ClaimRef: cl.ref, RevisionIDs: []string{rev.ID}}); err != nil {
 			return
 		}
 	}
@@ -214,7 +214,7 @@ func (e *Engine) finalize(cl *claim, rev state.Revision, activated bool, rollbac
 		}
 		retired = append(retired, p.ID)
 	}
-	if _, err := cl.propose(state.CmdCompleteActivation, state.CompleteActivation{ClaimRef: cl.ref, Retired: retired}); err != nil {
+	if _, err := proposeClaimed(cl, state.CmdCompleteActivation, state.CompleteActivation{ClaimRef: cl.ref, Retired: retired}); err != nil {
 		switch {
 		case errors.Is(err, errAbandoned):
 		case errors.Is(err, state.ErrActiveRevisionChanged):
@@ -258,7 +258,7 @@ func (e *Engine) stopPredecessors(cl *claim, rev state.Revision, rollbackFrom st
 			restops = rec.Restops + 1
 		}
 		next := e.clk.Now().Add(e.cfg.Lease * time.Duration(uint64(1)<<min(restops, 20)))
-		if _, err := cl.propose(state.CmdRecordPredecessor, state.RecordPredecessorStop{ClaimRef: cl.ref,
+		if _, err := proposeClaimed(cl, state.CmdRecordPredecessor, state.RecordPredecessorStop{ClaimRef: cl.ref,
 			RevisionID: p.ID, Restops: restops, NextCheckAt: next}); err != nil {
 			return false, err
 		}
@@ -276,7 +276,7 @@ func (e *Engine) failedPass(cl *claim) {
 	if len(e.p.Machine().PredecessorStops(cl.work.AgentID)) == 0 {
 		return
 	}
-	if _, err := cl.propose(state.CmdDropPredecessor, state.DropPredecessorStop{ClaimRef: cl.ref}); err != nil {
+	if _, err := proposeClaimed(cl, state.CmdDropPredecessor, state.DropPredecessorStop{ClaimRef: cl.ref}); err != nil {
 		cl.log.Warn("drop predecessor records failed", "err", err.Error())
 	}
 }

@@ -20,8 +20,8 @@ func BenchmarkDeployToActive(b *testing.B) {
 	p := NewLocalProposer(m, RealClock{}, "bench")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	must := func(typ string, v any) {
-		if _, err := p.Propose(ctx, typ, v); err != nil {
+	must := func(typ state.Named, v any) {
+		if _, err := p.Propose(ctx, typ.Name(), v); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -64,7 +64,7 @@ func (cl *claim) heartbeat(expiry time.Time) {
 			return
 		}
 		next := now.Add(e.cfg.Lease)
-		_, err := e.p.Propose(cl.ctx, state.CmdRenewClaim, state.RenewClaim{ClaimRef: cl.ref, LeaseExpiry: next})
+		_, err := state.Propose(cl.ctx, e.p, state.CmdRenewClaim, state.RenewClaim{ClaimRef: cl.ref, LeaseExpiry: next})
 		switch {
 		case err == nil:
 			expiry = next
@@ -81,11 +81,12 @@ func (cl *claim) heartbeat(expiry time.Time) {
 	}
 }
 
-// propose writes under the claim; once the claim is gone it writes nothing
-// and returns errAbandoned.
-func (cl *claim) propose(typ string, payload any) (any, error) {
+// proposeClaimed writes cmd under cl's claim; once the claim is gone it
+// writes nothing and returns errAbandoned.
+func proposeClaimed[P, R any](cl *claim, cmd state.Cmd[P, R], payload P) (R, error) {
+	var zero R
 	if cl.ctx.Err() != nil {
-		return nil, fmt.Errorf("%w: %w", errAbandoned, context.Cause(cl.ctx))
+		return zero, fmt.Errorf("%w: %w", errAbandoned, context.Cause(cl.ctx))
 	}
 	// The lapse check does not wait for the heartbeat goroutine to notice.
 	cl.mu.Lock()
@@ -93,20 +94,20 @@ func (cl *claim) propose(typ string, payload any) (any, error) {
 	cl.mu.Unlock()
 	if lapsed {
 		cl.cancel(fmt.Errorf("%w: lease lapsed", errAbandoned))
-		return nil, fmt.Errorf("%w: lease lapsed", errAbandoned)
+		return zero, fmt.Errorf("%w: lease lapsed", errAbandoned)
 	}
-	res, err := cl.e.p.Propose(cl.ctx, typ, payload)
+	res, err := state.Propose(cl.ctx, cl.e.p, cmd, payload)
 	switch {
 	case err == nil:
 		return res, nil
 	case errors.Is(err, state.ErrClaimLost):
-		cl.log.Warn("claim lost", "command", typ, "err", err.Error())
+		cl.log.Warn("claim lost", "command", cmd.Name(), "err", err.Error())
 		cl.cancel(fmt.Errorf("%w: %w", errAbandoned, err))
-		return nil, fmt.Errorf("%w: %w", errAbandoned, err)
+		return zero, fmt.Errorf("%w: %w", errAbandoned, err)
 	case cl.ctx.Err() != nil:
-		return nil, fmt.Errorf("%w: %w", errAbandoned, err)
+		return zero, fmt.Errorf("%w: %w", errAbandoned, err)
 	}
-	return nil, err
+	return zero, err
 }
 
 // phase records progress; failures other than a lost claim are only logged
@@ -115,7 +116,7 @@ func (cl *claim) phase(p string) error {
 	if cl.work.Phase == p {
 		return nil
 	}
-	if _, err := cl.propose(state.CmdSetWorkPhase, state.SetWorkPhase{ClaimRef: cl.ref, Phase: p}); err != nil {
+	if _, err := proposeClaimed(cl, state.CmdSetWorkPhase, state.SetWorkPhase{ClaimRef: cl.ref, Phase: p}); err != nil {
 		if errors.Is(err, errAbandoned) {
 			return err
 		}
@@ -135,7 +136,7 @@ func (cl *claim) retry(code codes.Code, detail string) {
 // give their attempt back.
 func (cl *claim) requeue(code codes.Code, detail string, delay time.Duration, deferred bool) {
 	at := cl.e.clk.Now().Add(delay)
-	_, err := cl.propose(state.CmdRequeueWork, state.RequeueWork{ClaimRef: cl.ref, AvailableAt: at, Code: string(code),
+	_, err := proposeClaimed(cl, state.CmdRequeueWork, state.RequeueWork{ClaimRef: cl.ref, AvailableAt: at, Code: string(code),
 		Detail: detail, Defer: deferred})
 	if err != nil {
 		cl.log.Warn("requeue failed", "code", code, "err", err.Error())
@@ -152,7 +153,7 @@ func (cl *claim) requeue(code codes.Code, detail string, delay time.Duration, de
 
 // fail ends the work permanently with code.
 func (cl *claim) fail(code codes.Code, detail string) {
-	if _, err := cl.propose(state.CmdFailWork, state.FailWork{ClaimRef: cl.ref, Code: string(code), Detail: detail}); err != nil {
+	if _, err := proposeClaimed(cl, state.CmdFailWork, state.FailWork{ClaimRef: cl.ref, Code: string(code), Detail: detail}); err != nil {
 		cl.log.Warn("fail work failed", "code", code, "err", err.Error())
 		return
 	}

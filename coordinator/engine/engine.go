@@ -39,8 +39,9 @@ const (
 // Proposer replicates commands. The Raft store implements it on the leader.
 type Proposer interface {
 	// Propose stamps the leader's time on a command, replicates it and
-	// applies it, returning state.Machine.ApplyCommand's result and error.
-	Propose(ctx context.Context, typ string, payload any) (any, error)
+	// applies it, returning state.Machine.ApplyCommand's result and error;
+	// the engine proposes through state.Propose, which types the result.
+	state.Proposer
 	// VerifyLeader confirms this node still leads (a quorum round trip).
 	VerifyLeader(ctx context.Context) error
 	// Machine is the local replica, read for scheduling and re-validation.
@@ -125,6 +126,8 @@ type Engine struct {
 
 	busyMu sync.Mutex
 	busy   map[string]bool // Agents with a claim processed by this engine
+
+	q *quiet // quiescence (quiet.go)
 }
 
 // New returns an engine; log may be nil.
@@ -146,7 +149,7 @@ func New(cfg Config, p Proposer, d compute.Driver, clk Clock, log *slog.Logger) 
 	}
 	return &Engine{cfg: cfg, p: p, d: d, caps: caps, clk: clk, log: log.With("component", "engine"),
 		notify: make(chan struct{}, 1), rng: mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		busy: map[string]bool{}}
+		busy: map[string]bool{}, q: newQuiet()}
 }
 
 // Notify wakes the engine (new work was admitted). It never blocks.
@@ -166,6 +169,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	e.releaseStaleClaims(ctx, owner)
+	e.q.mu.Lock()
+	e.q.started = true
+	e.q.mu.Unlock()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -212,14 +218,14 @@ func (e *Engine) Run(ctx context.Context) error {
 // the claim succeeds, processes it; the reservation ends either way.
 func (e *Engine) claimAndProcess(ctx context.Context, owner string, w state.Work, expiry time.Time) {
 	defer e.release(w.AgentID)
-	res, err := e.p.Propose(ctx, state.CmdClaimWork, state.ClaimWork{WorkID: w.ID, Owner: owner, LeaseExpiry: expiry})
+	claimed, err := state.Propose(ctx, e.p, state.CmdClaimWork, state.ClaimWork{WorkID: w.ID, Owner: owner, LeaseExpiry: expiry})
 	if err != nil {
 		if !errors.Is(err, state.ErrNotClaimable) && ctx.Err() == nil {
 			e.log.Warn("claim failed", "work", w.ID, "err", err.Error())
 		}
 		return
 	}
-	e.process(ctx, owner, res.(*state.ClaimResult).Work)
+	e.process(ctx, owner, claimed.Work)
 }
 
 // full reports whether Concurrency Agents are in flight already.
@@ -232,7 +238,7 @@ func (e *Engine) full() bool {
 // expire fails work that ran out of attempts (MAX_ATTEMPTS_EXHAUSTED).
 func (e *Engine) expire(ctx context.Context, now time.Time) {
 	for _, w := range e.p.Machine().Exhausted(now) {
-		if _, err := e.p.Propose(ctx, state.CmdExpireWork, state.ExpireWork{WorkID: w.ID}); err == nil {
+		if _, err := state.Propose(ctx, e.p, state.CmdExpireWork, state.ExpireWork{WorkID: w.ID}); err == nil {
 			e.log.Info("work exhausted", "work", w.ID, "agent", w.AgentID, "code", state.CodeMaxAttemptsExhausted)
 		}
 	}

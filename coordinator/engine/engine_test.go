@@ -40,12 +40,12 @@ func TestHappyPathEmbedded(t *testing.T) {
 	// The commit precedes the driver's activation (after-commit default).
 	var order []string
 	for _, p := range h.proposals() {
-		if p.typ == state.CmdActivateRevision || p.typ == state.CmdCompleteActivation {
+		if p.typ == state.CmdActivateRevision.Name() || p.typ == state.CmdCompleteActivation.Name() {
 			order = append(order, p.typ)
 		}
 	}
-	require.Equal(t, []string{state.CmdActivateRevision, state.CmdCompleteActivation,
-		state.CmdActivateRevision, state.CmdCompleteActivation}, order)
+	require.Equal(t, []string{state.CmdActivateRevision.Name(), state.CmdCompleteActivation.Name(),
+		state.CmdActivateRevision.Name(), state.CmdCompleteActivation.Name()}, order)
 	h.requireReplayable()
 }
 
@@ -414,7 +414,7 @@ func TestLostClaimWritesNothing(t *testing.T) {
 			w = h.waitWork("w-r1", state.WorkCompleted)
 			require.Equal(t, 2, w.Attempts)
 			for _, p := range h.proposals()[mark:] {
-				if p.typ == state.CmdClaimWork {
+				if p.typ == state.CmdClaimWork.Name() {
 					break
 				}
 				require.NotEqual(t, owner, claimOwner(p.payload), "lost claim wrote %s", p.typ)
@@ -462,7 +462,7 @@ func TestLeaseRenewedDuringLongDriverCall(t *testing.T) {
 	h.drive(func() bool {
 		var renewals int
 		for _, p := range h.proposals() {
-			if p.typ == state.CmdRenewClaim {
+			if p.typ == state.CmdRenewClaim.Name() {
 				renewals++
 			}
 		}
@@ -491,7 +491,7 @@ func TestLeadershipLossAbandons(t *testing.T) {
 	close(release)
 	require.Never(t, func() bool {
 		for _, p := range h.proposals() {
-			if p.typ == state.CmdActivateRevision {
+			if p.typ == state.CmdActivateRevision.Name() {
 				return true
 			}
 		}
@@ -603,7 +603,7 @@ func TestActiveRevisionChangedRequeues(t *testing.T) {
 	h := newHarness(t, hopt{})
 	rejected := false
 	h.setBlock(func(typ string, payload any) error {
-		if typ == state.CmdActivateRevision && !rejected {
+		if typ == state.CmdActivateRevision.Name() && !rejected {
 			rejected = true
 			// What the FSM answers when another activation won the CAS.
 			return fmt.Errorf("%s: %w", typ, state.ErrActiveRevisionChanged)
@@ -620,7 +620,7 @@ func TestProposalFailureAfterCommitRecovers(t *testing.T) {
 	h := newHarness(t, hopt{})
 	failed := false
 	h.setBlock(func(typ string, payload any) error {
-		if typ == state.CmdCompleteActivation && !failed {
+		if typ == state.CmdCompleteActivation.Name() && !failed {
 			failed = true
 			return errors.New("raft: timed out enqueuing operation")
 		}
@@ -639,7 +639,7 @@ func TestProposalFailureAfterCommitRecovers(t *testing.T) {
 func TestRenewalFailureLapsesClaim(t *testing.T) {
 	h := newHarness(t, hopt{})
 	h.setBlock(func(typ string, payload any) error {
-		if typ == state.CmdRenewClaim {
+		if typ == state.CmdRenewClaim.Name() {
 			return errors.New("raft: no quorum")
 		}
 		return nil
@@ -679,14 +679,14 @@ func TestRenewalFailureLapsesClaim(t *testing.T) {
 	require.Less(t, lapse, DefaultLease+3*h.step)
 	var renewals, claims int
 	for _, p := range h.proposals() {
-		if p.typ == state.CmdClaimWork {
+		if p.typ == state.CmdClaimWork.Name() {
 			if claims++; claims == 2 {
 				break // the engine's next claim, after the lapsed one
 			}
 		}
-		require.NotContains(t, []string{state.CmdRequeueWork, state.CmdFailWork, state.CmdActivateRevision}, p.typ,
+		require.NotContains(t, []string{state.CmdRequeueWork.Name(), state.CmdFailWork.Name(), state.CmdActivateRevision.Name()}, p.typ,
 			"the lapsed claim wrote nothing")
-		if p.typ == state.CmdRenewClaim {
+		if p.typ == state.CmdRenewClaim.Name() {
 			renewals++
 		}
 	}

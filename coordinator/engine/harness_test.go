@@ -105,9 +105,9 @@ func (h *harness) stop() {
 	h.cancel = nil
 }
 
-func (h *harness) propose(typ string, p any) any {
+func (h *harness) propose(typ state.Named, p any) any {
 	h.t.Helper()
-	res, err := h.p.Propose(context.Background(), typ, p)
+	res, err := h.p.Propose(context.Background(), typ.Name(), p)
 	require.NoError(h.t, err, typ)
 	return res
 }

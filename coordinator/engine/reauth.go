@@ -10,7 +10,7 @@ import (
 
 // Reauthorizer rechecks claimed work before any compute effect (docs/design/seed-000.md:
 // "Claim and reauthorize revision work"): the work's original actor may
-// still do it and the ownership it relies on still holds. coordinator/iam
+// still do it and the ownership it relies on still holds. coordinator/policy
 // implements it.
 type Reauthorizer interface {
 	Reauthorize(ctx context.Context, w state.Work) error

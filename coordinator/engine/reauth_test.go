@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"oce.dev/oce/coordinator/compute/memory"
 	"oce.dev/oce/coordinator/engine"
 	"oce.dev/oce/coordinator/iam"
+	"oce.dev/oce/coordinator/policy"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
 )
@@ -28,9 +30,9 @@ func TestReauthorizationBeforeEffects(t *testing.T) {
 	m := state.NewMachine()
 	clk := engine.NewFakeClock(t0)
 	admin := engine.NewLocalProposer(m, clk, iam.BootstrapActor)
-	must := func(p *engine.LocalProposer, typ string, payload any) {
+	must := func(p *engine.LocalProposer, typ state.Named, payload any) {
 		t.Helper()
-		_, err := p.Propose(context.Background(), typ, payload)
+		_, err := p.Propose(context.Background(), typ.Name(), payload)
 		require.NoError(t, err, typ)
 	}
 	must(admin, state.CmdCreateNamespace, state.CreateNamespace{ID: "ns1", Name: "team"})
@@ -40,14 +42,19 @@ func TestReauthorizationBeforeEffects(t *testing.T) {
 		agent, actor string
 		groups       []string
 		allowed      bool
+		source       string     // the credential source its reference names (default key)
+		code         codes.Code // its work's code when refused (default REAUTHORIZATION_DENIED)
 	}{
-		{"revoked", "user:dan", nil, false},      // dan's deployer binding is removed
-		{"kept", "user:kim", nil, true},          // kim keeps hers
-		{"deleted-user", "user:del", nil, false}, // del is deleted
-		{"restricted", "user:kim", nil, false},   // a Restriction names this Agent
-		{"group", "user:oidc:zoe", []string{"oidc:ops"}, true},
-		{"group-gone", "user:oidc:yan", []string{"oidc:gone"}, false},
+		{agent: "revoked", actor: "user:dan"},             // dan's deployer binding is removed
+		{agent: "kept", actor: "user:kim", allowed: true}, // kim keeps hers
+		{agent: "deleted-user", actor: "user:del"},        // del is deleted
+		{agent: "restricted", actor: "user:kim"},          // a Restriction names this Agent
+		{agent: "group", actor: "user:oidc:zoe", groups: []string{"oidc:ops"}, allowed: true},
+		{agent: "group-gone", actor: "user:oidc:yan", groups: []string{"oidc:gone"}},
+		{agent: "withdrawn", actor: "user:kim", source: "gone", code: codes.CredentialSourceNotFound}, // its source is withdrawn
 	}
+	must(admin, state.CmdCreateCredentialSource, state.CreateCredentialSource{ID: "k-key", NamespaceID: "ns1", Name: "key", Keys: []string{"value"}})
+	must(admin, state.CmdCreateCredentialSource, state.CreateCredentialSource{ID: "k-gone", NamespaceID: "ns1", Name: "gone", Keys: []string{"value"}})
 	for _, u := range []string{"dan", "kim", "del"} {
 		must(admin, state.CmdCreateUser, state.CreateUser{ID: "u-" + u, Name: u})
 		must(admin, state.CmdCreateRoleBinding, state.CreateRoleBinding{ID: "b-" + u, Role: state.RoleDeployer,
@@ -59,9 +66,10 @@ func TestReauthorizationBeforeEffects(t *testing.T) {
 	}
 	cfg, _ := m.Configuration("c1")
 	for _, c := range cases {
+		source := cmp.Or(c.source, "key")
 		must(admin, state.CmdCreateAgent, state.CreateAgent{ID: "a-" + c.agent, NamespaceID: "ns1", Name: c.agent,
 			ConfigurationID: "c1", ServicePrincipalID: "sp-" + c.agent, OwnServicePrincipal: true, ComputeID: memory.Name,
-			HarnessAuth: &state.HarnessAuth{Method: "api_key", SourceRef: "secret://team/key"}})
+			HarnessAuth: &state.HarnessAuth{Method: "api_key", SourceRef: "credential:" + source}})
 		a, _ := m.Agent("a-" + c.agent)
 		out, err := admission.Admit(admission.Input{Agent: a, Configuration: cfg})
 		require.NoError(t, err)
@@ -77,9 +85,10 @@ func TestReauthorizationBeforeEffects(t *testing.T) {
 	must(admin, state.CmdDeleteRoleBinding, state.DeleteRoleBinding{BindingID: "b-oidc:gone"})
 	must(admin, state.CmdPutRestriction, state.PutRestriction{ID: "r1", Name: "freeze",
 		Policy: `forbid (principal, action == Action::"DeployAgent", resource == Agent::"team/restricted");`})
+	must(admin, state.CmdWithdrawCredentialSource, state.WithdrawCredentialSource{ID: "k-gone"})
 
 	drv := memory.New(memory.DefaultCapabilities())
-	ra := &iam.Reauthorizer{Driver: iam.NewCedar(m), Machine: m}
+	ra := &policy.Reauthorizer{Driver: iam.NewCedar(m), State: m}
 	e := engine.New(engine.Config{Owner: "eng", Seed: 1, Reauthorizer: ra}, admin, drv, clk, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -105,7 +114,7 @@ func TestReauthorizationBeforeEffects(t *testing.T) {
 			continue
 		}
 		require.Equal(t, state.WorkFailed, w.State, c.agent)
-		require.Equal(t, string(codes.ReauthorizationDenied), w.LastCode, "%s: %s", c.agent, w.LastDetail)
+		require.Equal(t, string(cmp.Or(c.code, codes.ReauthorizationDenied)), w.LastCode, "%s: %s", c.agent, w.LastDetail)
 		require.Equal(t, state.RevisionFailed, rev.Status, c.agent)
 		// Nothing started: no driver call names the revision.
 		for _, call := range drv.Calls() {
@@ -120,7 +129,7 @@ func TestReauthorizationBeforeEffects(t *testing.T) {
 			fails = append(fails, r)
 		}
 	}
-	require.Len(t, fails, 4)
+	require.Len(t, fails, 5)
 	byRev := map[string]state.AuditRecord{}
 	for _, r := range fails {
 		byRev[r.RevisionID] = r
@@ -129,6 +138,8 @@ func TestReauthorizationBeforeEffects(t *testing.T) {
 	require.Equal(t, "user:oidc:yan", byRev["r-group-gone"].Actor)
 	require.Equal(t, state.OutcomeFailure, byRev["r-revoked"].Outcome)
 	require.Equal(t, string(codes.ReauthorizationDenied), byRev["r-revoked"].Details["code"])
+	require.Equal(t, "user:kim", byRev["r-withdrawn"].Actor, "a refused use of a missing source is audited with its actor")
+	require.Equal(t, string(codes.CredentialSourceNotFound), byRev["r-withdrawn"].Details["code"])
 }
 
 // TestReauthorizationOwnership: a revision whose frozen ServicePrincipal is
@@ -137,9 +148,9 @@ func TestReauthorizationOwnership(t *testing.T) {
 	m := state.NewMachine()
 	clk := engine.NewFakeClock(t0)
 	p := engine.NewLocalProposer(m, clk, iam.BootstrapActor)
-	_, err := p.Propose(context.Background(), state.CmdCreateNamespace, state.CreateNamespace{ID: "ns1", Name: "team"})
+	_, err := p.Propose(context.Background(), state.CmdCreateNamespace.Name(), state.CreateNamespace{ID: "ns1", Name: "team"})
 	require.NoError(t, err)
-	ra := &iam.Reauthorizer{Driver: iam.NewCedar(m), Machine: m}
+	ra := &policy.Reauthorizer{Driver: iam.NewCedar(m), State: m}
 	err = ra.Reauthorize(context.Background(), state.Work{ID: "w", Kind: state.WorkActivate, NamespaceID: "ns2",
 		AgentID: "missing", Actor: iam.BootstrapActor})
 	require.NoError(t, err, "work of a missing Agent is left to the engine's own validation")

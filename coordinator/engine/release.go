@@ -24,11 +24,10 @@ func (e *Engine) releaseStaleClaims(ctx context.Context, owner string) {
 		e.log.Warn("not releasing earlier claims: leadership not verified", "err", err.Error())
 		return
 	}
-	res, err := e.p.Propose(ctx, state.CmdReleaseClaims, state.ReleaseClaims{Keep: owner})
+	ids, err := state.Propose(ctx, e.p, state.CmdReleaseClaims, state.ReleaseClaims{Keep: owner})
 	if err != nil {
 		e.log.Warn("releasing earlier claims failed; their leases will expire", "err", err.Error())
 		return
 	}
-	ids, _ := res.([]string)
 	e.log.Info("released claims of earlier leaders", "count", len(ids), "code", state.CodeLeaderChanged)
 }

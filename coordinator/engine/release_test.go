@@ -26,7 +26,7 @@ func TestNewLeaderReleasesEarlierClaims(t *testing.T) {
 	require.True(t, h.clk.Now().Before(t0.Add(DefaultLease)), "no lease was waited out")
 	var release int
 	for _, p := range h.proposals() {
-		if p.typ == state.CmdReleaseClaims {
+		if p.typ == state.CmdReleaseClaims.Name() {
 			release++
 			require.NotEqual(t, "dead/abc", p.payload.(state.ReleaseClaims).Keep)
 		}
@@ -34,7 +34,7 @@ func TestNewLeaderReleasesEarlierClaims(t *testing.T) {
 	require.Equal(t, 1, release)
 	require.Equal(t, map[string]int{"r1": 1}, h.activations())
 	// The dead engine can write nothing more.
-	_, err := h.p.Propose(t.Context(), state.CmdSetWorkPhase, state.SetWorkPhase{
+	_, err := h.p.Propose(t.Context(), state.CmdSetWorkPhase.Name(), state.SetWorkPhase{
 		ClaimRef: state.ClaimRef{WorkID: w, Owner: "dead/abc"}, Phase: state.PhaseReady})
 	require.ErrorIs(t, err, state.ErrClaimLost)
 	h.requireReplayable()
@@ -50,7 +50,7 @@ func TestNoReleaseWithoutVerifiedLeadership(t *testing.T) {
 	h.start()
 	h.stop()
 	for _, p := range h.proposals() {
-		require.NotEqual(t, state.CmdReleaseClaims, p.typ)
+		require.NotEqual(t, state.CmdReleaseClaims.Name(), p.typ)
 	}
 	wk, _ := h.m.Work(w)
 	require.Equal(t, "dead/abc", wk.Owner)
@@ -59,6 +59,6 @@ func TestNoReleaseWithoutVerifiedLeadership(t *testing.T) {
 	h2 := newHarness(t, hopt{})
 	h2.stop()
 	for _, p := range h2.proposals() {
-		require.NotEqual(t, state.CmdReleaseClaims, p.typ)
+		require.NotEqual(t, state.CmdReleaseClaims.Name(), p.typ)
 	}
 }

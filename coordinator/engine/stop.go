@@ -39,7 +39,7 @@ func (e *Engine) stop(cl *claim) {
 			return
 		}
 	}
-	if _, err := cl.propose(state.CmdCompleteStop, state.CompleteStop{ClaimRef: cl.ref, Expected: a.ActiveRevisionID}); err != nil {
+	if _, err := proposeClaimed(cl, state.CmdCompleteStop, state.CompleteStop{ClaimRef: cl.ref, Expected: a.ActiveRevisionID}); err != nil {
 		switch {
 		case errors.Is(err, errAbandoned):
 		case errors.Is(err, state.ErrActiveRevisionChanged):
@@ -71,7 +71,7 @@ func (e *Engine) remove(cl *claim) {
 		cl.driverFailed("deleteAgentRuntimeCredentials", err, codes.TransientDependency)
 		return
 	}
-	if _, err := cl.propose(state.CmdCompleteDeletion, state.CompleteDeletion{ClaimRef: cl.ref}); err != nil {
+	if _, err := proposeClaimed(cl, state.CmdCompleteDeletion, state.CompleteDeletion{ClaimRef: cl.ref}); err != nil {
 		if !errors.Is(err, errAbandoned) {
 			cl.log.Warn("complete deletion failed", "err", err.Error())
 		}

@@ -89,7 +89,7 @@ func (e *Engine) failRevision(cl *claim, rev state.Revision, code codes.Code, de
 		if held.Cause != nil {
 			rec.CauseKind, rec.CauseDetail = string(held.Cause.Kind), held.Cause.Detail
 		}
-		if _, err := cl.propose(state.CmdRecordRevisionRuntime, rec); errors.Is(err, errAbandoned) {
+		if _, err := proposeClaimed(cl, state.CmdRecordRevisionRuntime, rec); errors.Is(err, errAbandoned) {
 			return
 		}
 	}
@@ -107,7 +107,7 @@ func (e *Engine) supersede(cl *claim, rev state.Revision) {
 	if mayRun(cl.work) && !e.stopCandidate(cl, rev, codes.TransientDependency, "superseded") {
 		return
 	}
-	if _, err := cl.propose(state.CmdSupersedeWork, state.SupersedeWork{ClaimRef: cl.ref}); err != nil {
+	if _, err := proposeClaimed(cl, state.CmdSupersedeWork, state.SupersedeWork{ClaimRef: cl.ref}); err != nil {
 		cl.log.Warn("supersede failed", "err", err.Error())
 	}
 }
@@ -118,7 +118,7 @@ func (e *Engine) cancelActivation(cl *claim, rev state.Revision) {
 	if mayRun(cl.work) && !e.stopCandidate(cl, rev, codes.TransientDependency, "canceled by a stop") {
 		return
 	}
-	if _, err := cl.propose(state.CmdCancelWork, state.CancelWork{ClaimRef: cl.ref}); err != nil {
+	if _, err := proposeClaimed(cl, state.CmdCancelWork, state.CancelWork{ClaimRef: cl.ref}); err != nil {
 		cl.log.Warn("cancel failed", "err", err.Error())
 		return
 	}
@@ -158,7 +158,7 @@ func (e *Engine) checkCredential(cl *claim, rev state.Revision) bool {
 		rec.HeldCode = string(codes.AuthenticationFailed)
 		rec.Reason = "credential-rejected"
 	}
-	if _, err := cl.propose(state.CmdRecordRevisionRuntime, rec); err != nil {
+	if _, err := proposeClaimed(cl, state.CmdRecordRevisionRuntime, rec); err != nil {
 		if !errors.Is(err, errAbandoned) {
 			cl.retry(codes.TransientDependency, "record credential check: "+err.Error())
 		}
@@ -191,7 +191,7 @@ func (e *Engine) recordProgress(cl *claim, rev state.Revision, obs compute.Obser
 	if rt.Phase == obs.Phase && rt.Reason == obs.Reason && rt.HeldCode == "" && !rt.ObservedAt.IsZero() {
 		return
 	}
-	if _, err := cl.propose(state.CmdRecordRevisionRuntime, state.RecordRevisionRuntime{ClaimRef: cl.ref,
+	if _, err := proposeClaimed(cl, state.CmdRecordRevisionRuntime, state.RecordRevisionRuntime{ClaimRef: cl.ref,
 		Phase: obs.Phase, Reason: obs.Reason}); err != nil && !errors.Is(err, errAbandoned) {
 		cl.log.Warn("record progress failed", "err", err.Error())
 	}

@@ -41,7 +41,7 @@ func TestFinalizationFaultsAtEveryStep(t *testing.T) {
 		"complete proposal": func(h *harness) {
 			n := 0
 			h.setBlock(func(typ string, _ any) error {
-				if typ == state.CmdCompleteActivation && n < 2 {
+				if typ == state.CmdCompleteActivation.Name() && n < 2 {
 					n++
 					return errors.New("raft: timed out enqueuing operation")
 				}
@@ -144,7 +144,7 @@ func TestMaintenanceFinalizesAfterAttemptsSpent(t *testing.T) {
 	require.False(t, rt.Unfinalized)
 	var requeued int
 	for _, p := range h.proposals() {
-		if p.typ == state.CmdRequeueFinalization {
+		if p.typ == state.CmdRequeueFinalization.Name() {
 			requeued++
 		}
 	}
@@ -238,6 +238,31 @@ func TestCredentialCheckedBeforeCutover(t *testing.T) {
 			require.Equal(t, "openai", rt.Diagnostics["providerCode"])
 		})
 	}
+	// A rejection recorded by a claim that could not fail its work (the
+	// leader lost its leadership between the two writes) fails the work at
+	// the next claim without a second model request; the candidate is never
+	// activated.
+	t.Run("recorded rejection, failure lost", func(t *testing.T) {
+		h := newHarness(t, hopt{})
+		h.waitWork(h.deploy("r1", state.HarnessOpenClaw, nil, 0), state.WorkCompleted)
+		h.d.RejectCredential("r2", nil)
+		lost := false
+		h.setBlock(func(typ string, payload any) error {
+			if typ == state.CmdFailWork.Name() && !lost {
+				lost = true
+				return errors.New("raft: node is not the leader")
+			}
+			return nil
+		})
+		w := h.waitWork(h.deploy("r2", state.HarnessOpenClaw, nil, 0), state.WorkFailed)
+		require.True(t, lost, "the first failure was lost")
+		require.Equal(t, string(codes.RevisionAuthenticationFailed), w.LastCode)
+		require.Equal(t, []string{"r2"}, h.d.CallsOf(memory.OpCheckCredential)[1:], "one model request for r2")
+		require.NotContains(t, h.d.CallsOf(memory.OpPrepare), "r2", "never prepared")
+		require.NotContains(t, h.d.CallsOf(memory.OpActivate), "r2")
+		a, _ := h.m.Agent("a1")
+		require.Equal(t, "r1", a.ActiveRevisionID)
+	})
 	t.Run("seed order", func(t *testing.T) {
 		h := newHarness(t, hopt{cfg: Config{CredentialCheck: CredentialCheckSeed}})
 		h.d.RejectCredential("r1", nil)
@@ -334,10 +359,10 @@ func TestRollbackNeedsPolicyAndSameOwner(t *testing.T) {
 	h.propose(state.CmdAdmitRevision, state.AdmitRevision{WorkID: "wx", Revision: state.Revision{ID: "rx", AgentID: "a2",
 		NamespaceID: "ns1", Document: cf.Document, ConfigurationID: "c1", ConfigurationGeneration: cf.Generation,
 		Harness: state.HarnessIdentity{ID: state.HarnessOpenClaw, Version: "x"}, Mode: state.ModeEmbedded}})
-	_, err := h.p.Propose(context.Background(), state.CmdRequestRollback, state.RequestRollback{AgentID: "a1",
+	_, err := h.p.Propose(context.Background(), state.CmdRequestRollback.Name(), state.RequestRollback{AgentID: "a1",
 		FromRevisionID: "r2", ToRevisionID: "rx", WorkID: "wr", Cause: "test"})
 	require.ErrorIs(t, err, state.ErrInvalid, "never to another owner's revision")
-	_, err = h.p.Propose(context.Background(), state.CmdRequestRollback, state.RequestRollback{AgentID: "a1",
+	_, err = h.p.Propose(context.Background(), state.CmdRequestRollback.Name(), state.RequestRollback{AgentID: "a1",
 		FromRevisionID: "r2", ToRevisionID: "r1", WorkID: "wr", Cause: "test"})
 	require.NoError(t, err, "the exact previous revision of the same owner")
 }

@@ -39,11 +39,16 @@ func (e *Engine) watch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-e.clk.After(e.cfg.HealthInterval):
+		case <-e.q.kick:
 		}
+		n, start := e.q.roundBegins(), e.p.Machine().Applied()
 		e.observeHealth(ctx)
 		if now := e.clk.Now(); !now.Before(nextMaint) {
 			e.maintain(ctx)
 			nextMaint = now.Add(e.cfg.MaintenanceInterval)
+		}
+		if ctx.Err() == nil {
+			e.q.roundFinished(n, start)
 		}
 	}
 }
@@ -58,7 +63,7 @@ func newWorkID() string {
 // finalization is owed and whose own work has ended.
 func (e *Engine) maintain(ctx context.Context) {
 	for _, a := range e.p.Machine().Unfinalized() {
-		_, err := e.p.Propose(ctx, state.CmdRequeueFinalization, state.RequeueFinalization{AgentID: a.ID,
+		_, err := state.Propose(ctx, e.p, state.CmdRequeueFinalization, state.RequeueFinalization{AgentID: a.ID,
 			RevisionID: a.ActiveRevisionID, WorkID: newWorkID()})
 		if err != nil {
 			if ctx.Err() == nil {
@@ -126,14 +131,14 @@ func (e *Engine) observeOne(ctx context.Context, a state.Agent, rev state.Revisi
 	changed := !had || h.RevisionID != p.RevisionID || h.Ready != p.Ready || h.Reason != p.Reason ||
 		h.HeldCode != p.HeldCode || h.CauseKind != p.CauseKind || h.CauseDetail != p.CauseDetail
 	if changed {
-		res, err := e.p.Propose(ctx, state.CmdObserveAgent, p)
+		observed, err := state.Propose(ctx, e.p, state.CmdObserveAgent, p)
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, state.ErrActiveRevisionChanged) {
 				e.log.Warn("record health failed", "agent", a.ID, "err", err.Error())
 			}
 			return
 		}
-		h = res.(state.AgentHealth)
+		h = observed
 		e.log.Info("agent health", "agent", a.ID, "revision", rev.ID, "ready", h.Ready, "reason", h.Reason, "held", h.HeldCode)
 	}
 	e.considerRollback(ctx, a, h)
@@ -169,7 +174,7 @@ func (e *Engine) considerRollback(ctx context.Context, a state.Agent, h state.Ag
 	if len(m.OpenWorkItems(state.WorkFilter{AgentID: a.ID, Kind: state.WorkActivate})) > 0 {
 		return // a newer deploy (or a finalization) is under way
 	}
-	_, err := e.p.Propose(ctx, state.CmdRequestRollback, state.RequestRollback{AgentID: a.ID,
+	_, err := state.Propose(ctx, e.p, state.CmdRequestRollback, state.RequestRollback{AgentID: a.ID,
 		FromRevisionID: a.ActiveRevisionID, ToRevisionID: rt.PreviousRevisionID, WorkID: newWorkID(), Cause: cause})
 	if err != nil {
 		if ctx.Err() == nil {

@@ -12,13 +12,16 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/compute/kubernetes"
-	"oce.dev/oce/coordinator/compute/memory"
 	"oce.dev/oce/shared/atomicfile"
 )
 
-// DriverMemory is the in-memory test driver: it realizes nothing, so
-// revisions "run" without runtimes. It is for tests and dev data dirs only.
-const DriverMemory = memory.Name
+// DriverMemory is the in-memory test driver (coordinator/compute/memory): it
+// realizes nothing, so revisions "run" without runtimes. It is for tests and
+// dev data dirs only, and selectable only in a build that registers it (the
+// test coordinator: cmd/coordinator built with -tags memorydriver, which
+// imports coordinator/server/memorydriver); the production coordinator links
+// no test driver.
+const DriverMemory = "memory"
 
 // driverFile records, in the data dir, the compute driver the data dir was
 // first started with. A revision names its driver (computeId); running the
@@ -66,19 +69,8 @@ type DriverFactory func(cfg Config) (compute.Driver, error)
 
 var (
 	driversMu sync.Mutex
-	drivers   = map[string]DriverFactory{
-		DriverMemory: newMemoryDriver,
-	}
+	drivers   = map[string]DriverFactory{}
 )
-
-// newMemoryDriver is the in-memory test driver: its records live in this
-// process, or in MemoryDir, shared by every member naming it.
-func newMemoryDriver(cfg Config) (compute.Driver, error) {
-	if cfg.MemoryDir != "" {
-		return memory.NewShared(memory.DefaultCapabilities(), cfg.MemoryDir)
-	}
-	return memory.New(memory.DefaultCapabilities()), nil
-}
 
 // RegisterDriver makes a compute driver selectable by --driver name.
 func RegisterDriver(name string, f DriverFactory) {
@@ -113,9 +105,11 @@ func Drivers() []string {
 //     (<data-dir>/compute-driver); naming another one is refused;
 //   - with no driver named, the coordinator runs the in-memory test driver
 //     only in a dev data dir: a fresh one (no Raft state yet, which then
-//     becomes a dev one) or one that recorded the memory driver. A data dir
-//     holding state of a real driver — or state from before the record
-//     existed — is refused rather than silently emptied of runtimes.
+//     becomes a dev one) or one that recorded the memory driver — and only
+//     in a build that has the driver (DriverMemory); without it no driver is
+//     selected. A data dir holding state of a real driver — or state from
+//     before the record existed — is refused rather than silently emptied
+//     of runtimes.
 //
 // instance reports a driver given as an instance (not from the registry).
 func selectDriver(dataDir, named string, instance bool) (string, error) {
@@ -132,13 +126,18 @@ func selectDriver(dataDir, named string, instance bool) (string, error) {
 			ErrDriverMismatch, dataDir, recorded, named, recorded)
 	case named != "":
 		return named, writeDriverFile(dataDir, recorded, named)
-	case recorded == DriverMemory:
+	case recorded == DriverMemory && registered(DriverMemory):
 		return DriverMemory, nil
+	case recorded == DriverMemory:
+		return "", fmt.Errorf("%w: %s is a dev data dir of the in-memory test driver, which this coordinator build lacks (a test build has it: -tags memorydriver)",
+			ErrNoDriver, dataDir)
 	case recorded != "":
 		return "", fmt.Errorf("%w: %s belongs to the %s driver; start it with --driver %s", ErrNoDriver, dataDir, recorded, recorded)
 	case hasRaftState(dataDir):
 		return "", fmt.Errorf("%w: %s holds coordinator state but records no driver, so it is not a dev data dir; pass --driver (%s)",
 			ErrNoDriver, dataDir, strings.Join(Drivers(), ", "))
+	case !registered(DriverMemory):
+		return "", fmt.Errorf("%w: pass --driver (%s)", ErrNoDriver, strings.Join(Drivers(), ", "))
 	}
 	return DriverMemory, writeDriverFile(dataDir, "", DriverMemory)
 }
@@ -178,5 +177,12 @@ func newDriver(cfg Config, name string) (compute.Driver, error) {
 	if !ok {
 		return nil, fmt.Errorf("server: unknown driver %q (have: %s)", name, strings.Join(Drivers(), ", "))
 	}
-	return f(cfg)
+	d, err := f(cfg)
+	if err != nil {
+		// A factory's refusal may come with a typed nil driver (a nil
+		// *local.Driver in the interface): never keep it, so the way out
+		// reports the refusal instead of calling into nil.
+		return nil, err
+	}
+	return d, nil
 }

@@ -2,20 +2,19 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/compute/kubernetes"
-	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/contract"
 )
 
@@ -37,11 +36,18 @@ const (
 	// coordinator's namespace (its service account's).
 	envCoordinatorPods   = "OCE_COORDINATOR_POD_SELECTOR"
 	serviceAccountNSFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+	// Network isolation: where the model-holding Pods may connect
+	// (CIDR:port,…; empty: public addresses on 443), and the published
+	// route's proxy admitted to the Gateway port (key=value,… labels of its
+	// namespace, and optionally of its Pods; empty: nobody).
+	envModelEgress      = "OCE_MODEL_EGRESS"
+	envIngressNamespace = "OCE_INGRESS_NAMESPACE_SELECTOR"
+	envIngressPods      = "OCE_INGRESS_POD_SELECTOR"
 )
 
 // DriverEnv lists every variable the kubernetes driver reads.
 var DriverEnv = []string{envGatewayImage, envHarnessImage, envStorageClass, envCredentialNamespace, envNodeSelector, envGatewayNodeSelector,
-	envProviderOpenAI, envProviderAnthropic, envCoordinatorPods}
+	envProviderOpenAI, envProviderAnthropic, envCoordinatorPods, envModelEgress, envIngressNamespace, envIngressPods}
 
 // permissionCheckTimeout bounds the start-time access reviews.
 const permissionCheckTimeout = 30 * time.Second
@@ -67,10 +73,9 @@ func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 	if b, err := os.ReadFile(serviceAccountNSFile); err == nil {
 		own = strings.TrimSpace(string(b))
 	}
+	// Empty: each Agent's references resolve in its own Namespace's
+	// data-plane namespace, where the driver holds Secret access already.
 	ns := os.Getenv(envCredentialNamespace)
-	if ns == "" {
-		ns = own
-	}
 	kcfg, err := kubernetesConfigFromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
@@ -78,12 +83,16 @@ func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 	if len(kcfg.Coordinator.PodLabels) > 0 {
 		kcfg.Coordinator.Namespace = own
 	}
-	kcfg.Credentials = secretCredentials{client: client, namespace: ns}
+	// References resolve in their Agent's own Namespace only; the legacy
+	// credential namespace is where a cluster admin's registration reads
+	// (docs/credentials.md).
+	kcfg.Credentials = kubernetes.NamespaceSecrets(client)
+	kcfg.LegacyCredentialNamespace = ns
+	kcfg.ProbeBeforeCutover = probeBeforeCutover(cfg)
 	if cfg.Log != nil {
 		kcfg.Logger = cfg.Log.With("component", "compute")
 	}
-	d, err := kubernetes.New(kcfg, client)
-	if err != nil {
+	if _, err := kubernetes.New(kcfg, client); err != nil {
 		// the error names the field; say which variables set them
 		return nil, fmt.Errorf("%w (%s, %s, %s, %s): %w", ErrDriverConfig, envGatewayImage, envHarnessImage, envNodeSelector, envGatewayNodeSelector, err)
 	}
@@ -92,7 +101,12 @@ func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 	if err := kubernetes.CheckPermissions(ctx, client); err != nil {
 		return nil, err
 	}
-	return d, nil
+	// The identity the driver binds its namespaced Role to in each
+	// namespace it creates (least privilege, docs/kubernetes.md "RBAC").
+	if kcfg.Subject, err = kubernetes.Identity(ctx, client); err != nil {
+		return nil, err
+	}
+	return kubernetes.New(kcfg, client)
 }
 
 // kubernetesConfigFromEnv reads the driver's settings: images, storage
@@ -114,51 +128,38 @@ func kubernetesConfigFromEnv(getenv func(string) string) (kubernetes.Config, err
 	if cfg.ProviderBaseURLs, err = providerBaseURLs(getenv); err != nil {
 		return cfg, fmt.Errorf("%w: %w", ErrDriverConfig, err)
 	}
+	if cfg.ModelEgress, err = parseEgress(getenv(envModelEgress)); err != nil {
+		return cfg, fmt.Errorf("%w: %s: %v", ErrDriverConfig, envModelEgress, err)
+	}
+	for v, dst := range map[string]*map[string]string{envIngressNamespace: &cfg.Ingress.NamespaceLabels, envIngressPods: &cfg.Ingress.PodLabels} {
+		if *dst, err = kubernetes.ParseNodeSelector(getenv(v)); err != nil {
+			return cfg, fmt.Errorf("%w: %s: %v", ErrDriverConfig, v, err)
+		}
+	}
+	if len(cfg.Ingress.PodLabels) > 0 && len(cfg.Ingress.NamespaceLabels) == 0 {
+		return cfg, fmt.Errorf("%w: %s needs %s", ErrDriverConfig, envIngressPods, envIngressNamespace)
+	}
 	return cfg, nil
 }
 
-// secretCredentials resolves a harnessAuth source reference of the form
-// "secret:<name>#<key>" from a Secret in the control-plane namespace. The
-// revision freezes only the reference; the bytes are read at delivery.
-type secretCredentials struct {
-	client    k8s.Interface
-	namespace string
-}
-
-var errBadSourceRef = errors.New("server: harnessAuth sourceRef must be secret:<name>#<key>")
-
-func (s secretCredentials) Resolve(ctx context.Context, rev state.Revision) (map[string][]byte, error) {
-	if rev.HarnessAuth == nil || rev.HarnessAuth.SourceRef == "" {
-		return nil, nil
-	}
-	ref, ok := strings.CutPrefix(rev.HarnessAuth.SourceRef, "secret:")
-	name, key, ok2 := strings.Cut(ref, "#")
-	if !ok || !ok2 || name == "" || key == "" || s.namespace == "" {
-		return nil, errBadSourceRef
-	}
-	sec, err := s.client.CoreV1().Secrets(s.namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("server: read credential source %s: %w", name, err)
-	}
-	v, ok := sec.Data[key]
-	if !ok || len(v) == 0 {
-		return nil, fmt.Errorf("server: credential source %s has no key %s", name, key)
-	}
-	file := contract.SecretModelAPIKey
-	switch {
-	case rev.HarnessAuth.Method == contract.LoginCodexPAT || rev.HarnessAuth.Method == contract.LoginServiceAccount:
-		file = contract.SecretCodexAccessToken
-	case rev.Harness.ID == state.HarnessCodex:
-		file = contract.SecretOpenAIAPIKey
-	}
-	out := map[string][]byte{file: v}
-	if rev.HarnessAuth.Method == contract.LoginServiceAccount {
-		// The service account's workspace id sits beside its token.
-		ws := sec.Data[contract.SecretCodexWorkspaceID]
-		if len(ws) == 0 {
-			return nil, fmt.Errorf("server: credential source %s has no key %s for %s", name, contract.SecretCodexWorkspaceID, rev.HarnessAuth.Method)
+// parseEgress reads "CIDR:port,…" (an IPv4 or IPv6 block, a TCP port).
+func parseEgress(v string) ([]kubernetes.EgressPeer, error) {
+	var out []kubernetes.EgressPeer
+	for _, e := range strings.Split(v, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
 		}
-		out[contract.SecretCodexWorkspaceID] = ws
+		i := strings.LastIndex(e, ":")
+		if i < 0 {
+			return nil, fmt.Errorf("%q is not CIDR:port", e)
+		}
+		cidr, portStr := e[:i], e[i+1:]
+		port, err := strconv.Atoi(portStr)
+		if _, _, cerr := net.ParseCIDR(cidr); cerr != nil || err != nil || port < 1 || port > 65535 {
+			return nil, fmt.Errorf("%q is not CIDR:port", e)
+		}
+		out = append(out, kubernetes.EgressPeer{CIDR: cidr, Port: port})
 	}
 	return out, nil
 }

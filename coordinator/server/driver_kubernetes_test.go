@@ -1,60 +1,15 @@
 package server
 
 import (
-	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"oce.dev/oce/coordinator/compute/kubernetes"
-	"oce.dev/oce/coordinator/state"
-	"oce.dev/oce/shared/contract"
 )
-
-func TestSecretCredentials(t *testing.T) {
-	client := fake.NewSimpleClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "model", Namespace: "oce-system"},
-		Data: map[string][]byte{"openai": []byte("sk-test")}}, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sa", Namespace: "oce-system"},
-		Data: map[string][]byte{"token": []byte("at-test"), contract.SecretCodexWorkspaceID: []byte("ws-1")}})
-	c := secretCredentials{client: client, namespace: "oce-system"}
-	ctx := context.Background()
-	rev := func(h, method, ref string) state.Revision {
-		return state.Revision{Harness: state.HarnessIdentity{ID: h}, HarnessAuth: &state.HarnessAuth{Method: method, SourceRef: ref}}
-	}
-	for _, tc := range []struct {
-		name string
-		rev  state.Revision
-		file string
-	}{
-		{"embedded api key", rev(state.HarnessOpenClaw, "api_key", "secret:model#openai"), contract.SecretModelAPIKey},
-		{"codex api key", rev(state.HarnessCodex, "api_key", "secret:model#openai"), contract.SecretOpenAIAPIKey},
-		{"codex pat", rev(state.HarnessCodex, "codex_pat", "secret:model#openai"), contract.SecretCodexAccessToken},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := c.Resolve(ctx, tc.rev)
-			require.NoError(t, err)
-			require.Equal(t, map[string][]byte{tc.file: []byte("sk-test")}, got)
-		})
-	}
-	for _, bad := range []string{"model#openai", "secret:model", "secret:#openai", "secret:model#missing", "secret:absent#openai"} {
-		_, err := c.Resolve(ctx, rev(state.HarnessCodex, "api_key", bad))
-		require.Error(t, err, bad)
-		require.NotContains(t, err.Error(), "sk-test")
-	}
-	// chatgpt_service_account delivers the token and the workspace id beside it.
-	got, err := c.Resolve(ctx, rev(state.HarnessCodex, "chatgpt_service_account", "secret:sa#token"))
-	require.NoError(t, err)
-	require.Equal(t, map[string][]byte{contract.SecretCodexAccessToken: []byte("at-test"), contract.SecretCodexWorkspaceID: []byte("ws-1")}, got)
-	_, err = c.Resolve(ctx, rev(state.HarnessCodex, "chatgpt_service_account", "secret:model#openai"))
-	require.ErrorContains(t, err, contract.SecretCodexWorkspaceID)
-	none, err := c.Resolve(ctx, state.Revision{})
-	require.NoError(t, err)
-	require.Nil(t, none)
-}
 
 // TestKubernetesConfigFromEnv: the node selectors (data plane, trusted
 // Gateway pool) are set from the coordinator's environment; a bad one
@@ -96,6 +51,31 @@ func TestKubernetesConfigFromEnv(t *testing.T) {
 	_, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
 	require.Equal(t, CodeNotConfigured, StartCode(err))
 	require.ErrorContains(t, err, envCoordinatorPods)
+	delete(env, envCoordinatorPods)
+
+	// Network isolation: the model egress and the published route's proxy.
+	env[envModelEgress] = "10.232.0.0/24:8080, 2001:db8::/32:443"
+	env[envIngressNamespace] = "kubernetes.io/metadata.name=ingress"
+	env[envIngressPods] = "app=proxy"
+	cfg, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, []kubernetes.EgressPeer{{CIDR: "10.232.0.0/24", Port: 8080}, {CIDR: "2001:db8::/32", Port: 443}}, cfg.ModelEgress)
+	require.Equal(t, map[string]string{"kubernetes.io/metadata.name": "ingress"}, cfg.Ingress.NamespaceLabels)
+	require.Equal(t, map[string]string{"app": "proxy"}, cfg.Ingress.PodLabels)
+	for k, bad := range map[string]string{envModelEgress: "10.0.0.0/8", envIngressPods: "x"} {
+		env := maps.Clone(env)
+		env[k] = bad
+		_, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
+		require.Equal(t, CodeNotConfigured, StartCode(err), k)
+		require.ErrorContains(t, err, k)
+	}
+	for _, bad := range []string{"10.0.0.0/8:0", "10.0.0.1:443", "10.0.0.0/8:x"} {
+		_, err := parseEgress(bad)
+		require.Error(t, err, bad)
+	}
+	delete(env, envIngressNamespace)
+	_, err = kubernetesConfigFromEnv(func(k string) string { return env[k] })
+	require.ErrorContains(t, err, envIngressNamespace, "Pod labels need the namespace's")
 }
 
 // A wrong image variable stops the start before anything is contacted, with

@@ -22,8 +22,10 @@ type LocalConfig struct {
 	// BinDir holds gatewayd, harnessd and nodehost; default the directory
 	// of the running executable.
 	BinDir string
-	// SecretsDir resolves harnessAuth sourceRefs "local:<name>" to files
-	// (mode 0600); default <Root>/secrets.
+	// SecretsDir is the shared secrets directory of earlier releases
+	// (local:<name> resolved there): a cluster admin registers its files as
+	// Namespaces' credential sources; default <Root>/secrets. The sources
+	// themselves are files under <Root>/credentials/<namespace id>.
 	SecretsDir string
 	// ProviderURL points the runtimes' OpenAI and Anthropic endpoints at
 	// one provider (the offline fake provider); empty keeps the real ones.
@@ -75,9 +77,13 @@ func newLocalDriver(cfg Config) (compute.Driver, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return local.New(local.Config{DataDir: lc.Root, Binaries: bins, Runtimes: paths, ProviderBaseURLs: bases,
-		Credentials: local.SecretDir(lc.SecretsDir), AllowHostNetwork: lc.AllowHostNetwork, LogLevel: lc.LogLevel,
+	d, err := local.New(local.Config{DataDir: lc.Root, Binaries: bins, Runtimes: paths, ProviderBaseURLs: bases,
+		Credentials: local.CredentialFiles{Dir: filepath.Join(lc.Root, "credentials"), ImportDir: lc.SecretsDir}, AllowHostNetwork: lc.AllowHostNetwork, LogLevel: lc.LogLevel,
 		Logger: log.With("component", "compute"), ProbeBeforeCutover: probeBeforeCutover(cfg)})
+	if err != nil {
+		return nil, fmt.Errorf("server: local driver: %w", err)
+	}
+	return d, nil
 }
 
 // probeBeforeCutover: the before-cutover activation order (the default)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"oce.dev/oce/coordinator/compute"
@@ -12,8 +13,11 @@ import (
 )
 
 // runEngine runs the activation engine for one term of leadership; the
-// store cancels ctx when leadership is lost.
-func runEngine(ctx context.Context, cfg Config, st *store.Store, driver compute.Driver, log *slog.Logger) {
+// store cancels ctx when leadership is lost. cur holds the running engine
+// (nil while none runs), for the quiescence the cluster report carries.
+func runEngine(ctx context.Context, cfg Config, st *store.Store, driver compute.Driver, log *slog.Logger,
+	cur *atomic.Pointer[engine.Engine]) {
+	defer cur.Store(nil)
 	ecfg := cfg.Engine
 	ecfg.Owner = st.NodeID()
 	if ra := reauthorizer(cfg, st.Machine(), driver); ra != nil {
@@ -21,6 +25,7 @@ func runEngine(ctx context.Context, cfg Config, st *store.Store, driver compute.
 	}
 	for {
 		e := engine.New(ecfg, st, driver, nil, log)
+		cur.Store(e)
 		log.Info("activation engine started", "term", st.Stats().Term)
 		err := e.Run(ctx)
 		if ctx.Err() != nil || err == nil || errors.Is(err, context.Canceled) {

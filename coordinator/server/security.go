@@ -17,6 +17,7 @@ import (
 	"oce.dev/oce/coordinator/certs"
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/iam"
+	"oce.dev/oce/coordinator/policy"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/coordinator/store"
 )
@@ -166,7 +167,7 @@ func (n *node) iamDriver(m *state.Machine) iam.Driver {
 }
 
 // reauthorizer is the engine's reauthorization, or nil with authorization off.
-func reauthorizer(cfg Config, m *state.Machine, d compute.Driver) *iam.Reauthorizer {
+func reauthorizer(cfg Config, m *state.Machine, d compute.Driver) *policy.Reauthorizer {
 	if cfg.Authorization == AuthorizationOff {
 		return nil
 	}
@@ -174,7 +175,7 @@ func reauthorizer(cfg Config, m *state.Machine, d compute.Driver) *iam.Reauthori
 	for t, ms := range d.Capabilities().Topologies {
 		auth[t] = slices.Clone(ms)
 	}
-	return &iam.Reauthorizer{Driver: iam.NewCedar(m), Machine: m, Auth: auth}
+	return &policy.Reauthorizer{Driver: iam.NewCedar(m), State: m, Auth: auth}
 }
 
 // allowAll is the driver of --authorization off.

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,8 +43,16 @@ const (
 	// TokenFileName is the bearer token's file inside the data dir.
 	TokenFileName = "token"
 
-	readHeaderTimeout = 10 * time.Second
-	transferTimeout   = 3 * time.Second
+	transferTimeout = 3 * time.Second
+)
+
+// HTTP server bounds (issue 25): a connection that does not finish its
+// request header, or that idles between keep-alive requests, is closed;
+// a request's header (its target included) is bounded.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	MaxHeaderBytes           = 64 << 10
 )
 
 // Config configures one coordinator process. Zero fields take the defaults.
@@ -100,6 +109,14 @@ type Config struct {
 	Authorization string
 	// OIDC, when Issuer is set, accepts bearer JWTs from that issuer.
 	OIDC authn.OIDCConfig
+	// RateLimits bounds callers' request rates (api.RateLimits).
+	RateLimits api.RateLimits
+	// AuditRetention prunes the audit log (retention.go).
+	AuditRetention AuditRetention
+	// ReadHeaderTimeout and IdleTimeout bound the HTTP connections
+	// (defaults DefaultReadHeaderTimeout, DefaultIdleTimeout).
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
 	// Timeouts are the Raft timings (the store's defaults when zero).
 	Timeouts store.Timeouts
 	// DisablePreVote turns Raft's pre-vote off (comparisons only).
@@ -142,23 +159,49 @@ func (c Config) withDefaults() Config {
 	if c.Metrics == nil {
 		c.Metrics = prometheus.NewRegistry()
 	}
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	c.AuditRetention = c.AuditRetention.withDefaults(c.DataDir)
 	return c
 }
 
-// backend is the API's Backend: the store plus the compute driver.
+// backend is the API's Backend: the store plus the compute driver and the
+// engine of this node's leadership.
 type backend struct {
 	*store.Store
 	driver compute.Driver
+	engine *atomic.Pointer[engine.Engine]
 }
 
 // Driver implements api.Backend.
 func (b backend) Driver() compute.Driver { return b.driver }
+
+// Quiescent implements api.Quiescer: this node leads and its engine will
+// write nothing more until a request or a changed observation. When it is
+// not yet, the watcher is asked for a round now, so whoever polls for
+// quiescence sees it within a round of the last write.
+func (b backend) Quiescent() bool {
+	e := b.engine.Load()
+	if e == nil {
+		return false
+	}
+	if e.Quiescent() {
+		return true
+	}
+	e.ObserveNow()
+	return false
+}
 
 // The contracts the assembly relies on.
 var (
 	_ api.Backend     = backend{}
 	_ api.Readier     = backend{}
 	_ api.Positions   = backend{}
+	_ api.Quiescer    = backend{}
 	_ engine.Proposer = (*store.Store)(nil)
 )
 
@@ -180,7 +223,8 @@ type node struct {
 	driver    compute.Driver
 	st        *store.Store
 	srv       *http.Server
-	tls       *transportSecurity // nil with Insecure
+	tls       *transportSecurity            // nil with Insecure
+	engine    atomic.Pointer[engine.Engine] // while this node leads
 }
 
 // Run runs one coordinator until ctx ends, then stops gracefully: a leader
@@ -302,8 +346,12 @@ func (n *node) openDriver(context.Context) error {
 	}
 	cfg := n.cfg
 	cfg.Log = n.log // the factories' records carry the node too
-	n.driver, err = newDriver(cfg, name)
-	return err
+	d, err := newDriver(cfg, name)
+	if err != nil {
+		return err
+	}
+	n.driver = d
+	return nil
 }
 
 // openStore opens the Raft store; the activation engine runs while this
@@ -317,8 +365,16 @@ func (n *node) openStore(context.Context) error {
 		NodeID: n.id, DataDir: n.cfg.DataDir, RaftBind: n.cfg.RaftAddr, RaftAdvertise: n.cfg.RaftAdvertise,
 		HTTPAddr: n.httpAdv, Bootstrap: n.cfg.Join == "", Timeouts: n.cfg.Timeouts,
 		DisablePreVote: n.cfg.DisablePreVote, Clock: n.cfg.Clock, Log: n.log,
-		OnLeader: func(ctx context.Context, s *store.Store) { runEngine(ctx, n.cfg, s, n.driver, n.log) },
-		RaftTLS:  n.raftTLS(),
+		OnLeader: func(ctx context.Context, s *store.Store) {
+			retained := make(chan struct{})
+			go func() {
+				defer close(retained)
+				retainAudit(ctx, n.cfg.AuditRetention, s, n.cfg.Clock, n.log.With("component", "retention"))
+			}()
+			runEngine(ctx, n.cfg, s, n.driver, n.log, &n.engine)
+			<-retained
+		},
+		RaftTLS: n.raftTLS(),
 	})
 	if err != nil {
 		return err
@@ -336,13 +392,16 @@ func (n *node) serve() (<-chan error, error) {
 		return nil, err
 	}
 	acfg := api.Config{Token: n.token, Authenticator: auth, IAM: n.iamDriver(n.st.Machine()), OIDC: oidc,
-		Log: n.log.With("component", "api"), Metrics: n.cfg.Metrics, ForwardWrites: true, WithActor: store.WithActor}
+		Log: n.log.With("component", "api"), Metrics: n.cfg.Metrics, ForwardWrites: true, WithActor: store.WithActor,
+		RateLimits: n.cfg.RateLimits}
 	if n.tls != nil {
 		acfg.ForwardTLS = n.tls.peerClient()
 	}
 	n.srv = &http.Server{
-		Handler:           withConsole(api.New(acfg, backend{Store: n.st, driver: n.driver}), n.log),
-		ReadHeaderTimeout: readHeaderTimeout,
+		Handler:           withConsole(api.New(acfg, backend{Store: n.st, driver: n.driver, engine: &n.engine}), n.log),
+		ReadHeaderTimeout: n.cfg.ReadHeaderTimeout,
+		IdleTimeout:       n.cfg.IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		// Handshake failures (a client without the CA, plain HTTP on a TLS
 		// port) are the client's; they go to the JSON log at debug.
 		ErrorLog: slog.NewLogLogger(n.log.With("component", "http").Handler(), slog.LevelDebug),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -46,11 +47,44 @@ func (d *Driver) ActivateRevision(ctx context.Context, rev state.Revision) error
 			return err
 		}
 	}
+	if err := d.deleteProbe(ctx, p); err != nil { // its work is done
+		return err
+	}
 	if err := d.route(ctx, p.gw, p.n.gateway, p.agentOwn, gatewayServiceSelector(p, true)); err != nil {
 		return err
 	}
 	if p.topo == contract.DedicatedCodex {
 		return d.route(ctx, p.dp, p.n.agent, p.agentOwn, harnessServiceSelector(p, true))
+	}
+	return nil
+}
+
+// switchGateway points the Agent's Gateway Deployment at p's revision (the
+// Recreate strategy stops the old Pod first), conditional on the
+// resourceVersion read.
+func (d *Driver) switchGateway(ctx context.Context, cur *appsv1.Deployment, p *plan, keys []string) error {
+	node, public := "", ""
+	if p.topo == contract.DedicatedCodex {
+		var err error
+		if node, err = d.workspaceNode(ctx, p); err != nil {
+			return err
+		}
+		if public, err = d.nodeRouteURL(ctx, p); err != nil {
+			return err
+		}
+	}
+	want := d.gatewayDeployment(p, keys, node, public)
+	if err := d.vouchProbe(ctx, p, want); err != nil {
+		return err
+	}
+	next := cur.DeepCopy()
+	next.Labels = merge(cur.Labels, want.Labels)
+	next.Annotations = merge(cur.Annotations, want.Annotations)
+	next.Spec.Template = want.Spec.Template
+	next.Spec.Strategy = want.Spec.Strategy
+	next.Spec.Replicas = want.Spec.Replicas
+	if _, err := d.c.AppsV1().Deployments(p.gw).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+		return transient(err)
 	}
 	return nil
 }

@@ -12,10 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"regexp"
 	"sync"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
@@ -39,6 +41,8 @@ const (
 	GatewayStopWait = 340 * time.Second
 	// HarnessStopWait bounds the wait for the Harness Pods (docs/design/reference.md#s5-3).
 	HarnessStopWait = 120 * time.Second
+	// DefaultRBACWait bounds the wait for a new RoleBinding to take effect.
+	DefaultRBACWait = 10 * time.Second
 	// StopPollInterval is how often stop polls for remaining Pods.
 	StopPollInterval = 100 * time.Millisecond
 	// ProbePeriodSeconds is the exec readiness probe period (docs/design/reference.md#s1-7).
@@ -49,8 +53,8 @@ const (
 	// startup (GET /startupz answers 200), so it is never restarted.
 	StartupProbeFailureThreshold = 450
 
-	WorkspaceClaimSize    = "40Gi"
-	GatewayStateClaimSize = "10Gi"
+	WorkspaceClaimSize    = compute.WorkspaceClaimSize
+	GatewayStateClaimSize = compute.GatewayStateClaimSize
 )
 
 // Sentinel errors callers branch on; the driver wraps them in compute.Error
@@ -67,6 +71,12 @@ var (
 	// selectors) is unusable; New refuses to start.
 	ErrConfig = errors.New("kubernetes: bad driver configuration")
 )
+
+func foreign(ns, name string) error {
+	return compute.Permanent(codes.ForeignWorkload, fmt.Errorf("%w: %s/%s", ErrForeignWorkload, ns, name))
+}
+
+func transient(err error) error { return compute.Transient(codes.TransientDependency, err) }
 
 // imageRef is a container image reference: [registry[:port]/]path[:tag][@sha256:digest].
 var imageRef = regexp.MustCompile(`^([a-zA-Z0-9.-]+(:[0-9]+)?/)?[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`)
@@ -95,8 +105,15 @@ type Config struct {
 	NodeSelector        map[string]string
 	GatewayNodeSelector map[string]string
 	// Credentials delivers the model credential; nil delivers none (the
-	// Pods then hold NOT_CONFIGURED at startup).
+	// Pods then hold NOT_CONFIGURED at startup). NamespaceSecrets resolves
+	// each revision's reference in its own Namespace's sources.
 	Credentials Credentials
+	// LegacyCredentialNamespace is the Kubernetes namespace a registration
+	// location secret:<secret>[#<key>] names without one: where releases
+	// before credential sources resolved every secret: reference
+	// (OCE_CREDENTIAL_NAMESPACE). Only a cluster admin's registration reads
+	// there, once, to copy a value into a Namespace's own source.
+	LegacyCredentialNamespace string
 	// ProviderBaseURLs maps OPENAI / ANTHROPIC to the model endpoint that
 	// replaces the provider's default one: rendered into every Gateway and
 	// Harness (contract.EnvProviderBaseURLPrefix) and called by the
@@ -108,6 +125,22 @@ type Config struct {
 	// relayed turns). Empty: no such rule (a coordinator outside the
 	// cluster reaches no Pod address anyway).
 	Coordinator CoordinatorPeer
+	// ModelEgress is where the model-holding Pod may connect (a model
+	// proxy, an in-cluster provider); empty: any public address on TCP 443.
+	ModelEgress []EgressPeer
+	// Ingress is the published route's proxy (an ingress controller's
+	// namespace and Pods), admitted to every Gateway's port; empty: none.
+	Ingress IngressPeer
+	// Subject is the driver's own identity (kubernetes.Identity): in every
+	// managed namespace it creates it binds the ClusterRole NamespaceRole to
+	// it (least privilege: its namespaced permissions hold only there).
+	// Empty: no RoleBinding (an identity that holds them otherwise, e.g. a
+	// test's administrator).
+	Subject rbacv1.Subject
+	// RBACWait bounds the wait for a RoleBinding just created to take
+	// effect (the API server's authorizer learns of it asynchronously);
+	// zero: DefaultRBACWait.
+	RBACWait time.Duration
 	// GatewayStopWait, HarnessStopWait and PollInterval override the stop
 	// deadlines (tests inject shorter ones).
 	GatewayStopWait time.Duration
@@ -116,6 +149,9 @@ type Config struct {
 	// GatewayStatus reaches a dedicated Gateway's status routes (setup
 	// codes, workspace nodes); nil uses HTTPGatewayStatus over the client.
 	GatewayStatus GatewayStatus
+	// ProbeBeforeCutover runs a staged embedded replacement's model probe
+	// in a probe Pod while the predecessor serves (probepod.go).
+	ProbeBeforeCutover bool
 	// Now is the clock setup-code expiry is judged by; nil uses time.Now.
 	Now func() time.Time
 	// Logger receives JSON logs; nil discards.
@@ -128,6 +164,19 @@ type CoordinatorPeer struct {
 	PodLabels map[string]string
 }
 
+// EgressPeer is one address block and TCP port Pods may reach.
+type EgressPeer struct {
+	CIDR string
+	Port int
+}
+
+// IngressPeer names Pods by their namespace's labels (required) and their
+// own (optional).
+type IngressPeer struct {
+	NamespaceLabels map[string]string
+	PodLabels       map[string]string
+}
+
 // Driver is the Kubernetes compute driver.
 type Driver struct {
 	cfg    Config
@@ -137,9 +186,9 @@ type Driver struct {
 	now    func() time.Time
 
 	mu       sync.Mutex
-	stopped  map[string]bool // revisions this process stopped (CameBack detection)
-	prepared map[string]int  // revision → preparation level reached (cheap re-checks)
-	nsReady  map[string]bool // Namespaces ensured by this process
+	stopped  map[string]bool   // revisions this process stopped (CameBack detection)
+	prepared map[string]int    // revision → preparation level reached (cheap re-checks)
+	nsReady  map[string]string // Namespaces ensured by this process → the quota they got
 }
 
 var _ compute.Driver = (*Driver)(nil)
@@ -155,11 +204,20 @@ func New(cfg Config, client kubernetes.Interface) (*Driver, error) {
 		}
 	}
 	for name, sel := range map[string]map[string]string{"NodeSelector": cfg.NodeSelector, "GatewayNodeSelector": cfg.GatewayNodeSelector,
-		"Coordinator.PodLabels": cfg.Coordinator.PodLabels} {
+		"Coordinator.PodLabels": cfg.Coordinator.PodLabels, "Ingress.NamespaceLabels": cfg.Ingress.NamespaceLabels,
+		"Ingress.PodLabels": cfg.Ingress.PodLabels} {
 		for k, v := range sel {
 			if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
 				return nil, fmt.Errorf("%w: %s entry %q=%q is not a label", ErrConfig, name, k, v)
 			}
+		}
+	}
+	if len(cfg.Ingress.PodLabels) > 0 && len(cfg.Ingress.NamespaceLabels) == 0 {
+		return nil, fmt.Errorf("%w: Ingress.PodLabels without Ingress.NamespaceLabels", ErrConfig)
+	}
+	for _, e := range cfg.ModelEgress {
+		if _, _, err := net.ParseCIDR(e.CIDR); err != nil || e.Port < 1 || e.Port > 65535 {
+			return nil, fmt.Errorf("%w: ModelEgress entry %s:%d is not CIDR:port", ErrConfig, e.CIDR, e.Port)
 		}
 	}
 	if cfg.Name == "" {
@@ -170,6 +228,9 @@ func New(cfg Config, client kubernetes.Interface) (*Driver, error) {
 	}
 	if cfg.HarnessStopWait <= 0 {
 		cfg.HarnessStopWait = HarnessStopWait
+	}
+	if cfg.RBACWait <= 0 {
+		cfg.RBACWait = DefaultRBACWait
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = StopPollInterval
@@ -187,7 +248,7 @@ func New(cfg Config, client kubernetes.Interface) (*Driver, error) {
 		now = time.Now
 	}
 	return &Driver{cfg: cfg, c: client, log: log.With("driver", cfg.Name), status: status, now: now,
-		stopped: map[string]bool{}, prepared: map[string]int{}, nsReady: map[string]bool{}}, nil
+		stopped: map[string]bool{}, prepared: map[string]int{}, nsReady: map[string]string{}}, nil
 }
 
 // Capabilities implements compute.Driver: embedded OpenClaw and dedicated
@@ -207,74 +268,6 @@ func (d *Driver) Capabilities() compute.Capabilities {
 	}
 }
 
-// topologyOf is the revision's topology when the driver runs it.
-func topologyOf(rev state.Revision) (contract.Topology, error) {
-	switch t, _ := contract.Of(rev.Harness.ID, rev.Mode); t {
-	case contract.Embedded, contract.DedicatedCodex:
-		return t, nil
-	}
-	return "", compute.Permanent(codes.ComputeDriverMismatch, ErrUnsupported)
-}
-
-// gatewayNamespaceOf is where the revision's Gateway runs.
-func gatewayNamespaceOf(rev state.Revision, t contract.Topology) string {
-	if t == contract.Embedded {
-		return DataPlaneNamespace(rev.NamespaceID)
-	}
-	return GatewayNamespace(rev.NamespaceID)
-}
-
-func (d *Driver) markStopped(revID string, v bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if v {
-		d.stopped[revID] = true
-	} else {
-		delete(d.stopped, revID)
-	}
-}
-
-func (d *Driver) wasStopped(revID string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.stopped[revID]
-}
-
-// Preparation levels a revision reaches (kept in memory only: a new
-// process re-checks everything once).
-const (
-	levelObjects  = 1 // identity, Secrets, claims, Services, ConfigMaps, policies, Harness
-	levelComplete = 2 // and the Gateway needs no further step
-)
-
-func (d *Driver) setPrepared(revID string, level int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if level == 0 {
-		delete(d.prepared, revID)
-	} else {
-		d.prepared[revID] = level
-	}
-}
-
-func (d *Driver) preparedLevel(revID string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.prepared[revID]
-}
-
-func (d *Driver) setNSReady(id string, v bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if v {
-		d.nsReady[id] = true
-	} else {
-		delete(d.nsReady, id)
-	}
-}
-
-func (d *Driver) nsIsReady(id string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.nsReady[id]
-}
+// CodexLoginModes are the Codex login modes the Harness (harnessd)
+// supports: the dedicated Codex bindings the driver advertises, no more.
+var CodexLoginModes = []string{contract.LoginAPIKey, contract.LoginCodexPAT, contract.LoginServiceAccount}

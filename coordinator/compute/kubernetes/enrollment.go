@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 
@@ -13,6 +14,7 @@ import (
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/shared/codes"
 	"oce.dev/oce/shared/contract"
+	"oce.dev/oce/shared/ocproto"
 )
 
 // One-use enrollment Secret keys (docs/design/seed-000.md#step-2, docs/design/reference.md#s4-2). The
@@ -30,110 +32,13 @@ const (
 	// ReasonNodeNotPinned: the node enrolled, and the revision's Gateway is
 	// being restarted pinned to it (OCE_WORKSPACE_NODE_ID).
 	ReasonNodeNotPinned = "workspace node not pinned"
+	// KeyNodeIdentity is the device identity provisioned for an Agent that
+	// has no workspace node yet (ocproto.Identity.Marshal), delivered to the
+	// Harness as contract.NodeIdentityFile; AnnotationProvisionedNode is its
+	// device id, which the revision's Gateway pins from its first start.
+	KeyNodeIdentity           = "nodeIdentity"
+	AnnotationProvisionedNode = "oce.dev/provisioned-node-id"
 )
-
-// enrollmentSecret returns the revision's exactly owned enrollment Secret,
-// creating an empty one when it is missing.
-func (d *Driver) enrollmentSecret(ctx context.Context, p *plan) (*corev1.Secret, error) {
-	return ensure(ctx, d.c.CoreV1().Secrets(p.dp), secret(p.n.enrollment, p.dp, p.own, nil), p.own)
-}
-
-// servingGateway finds the single ready Gateway Pod serving the dedicated
-// revision's bootstrap: its own Gateway, or the predecessor's while it
-// still runs. ok is false while there is none.
-func (d *Driver) servingGateway(ctx context.Context, p *plan) (Endpoint, Readiness, error) {
-	r, running, err := d.gatewayReadiness(ctx, p)
-	if err != nil || !r.Ready {
-		return Endpoint{}, r, err
-	}
-	pod, err := d.c.CoreV1().Pods(p.gw).Get(ctx, r.Pod, metav1.GetOptions{})
-	if err != nil {
-		return Endpoint{}, r, transient(err)
-	}
-	return Endpoint{Namespace: p.gw, Service: p.n.gateway, RevisionID: running, Pod: pod.Name,
-		PodIP: pod.Status.PodIP, TokenSecret: p.n.password, NodeID: podEnv(pod.Spec, contract.EnvWorkspaceNodeID)}, r, nil
-}
-
-// podEnv is the literal value of a Pod's first container's variable.
-func podEnv(spec corev1.PodSpec, name string) string {
-	if len(spec.Containers) == 0 {
-		return ""
-	}
-	for _, e := range spec.Containers[0].Env {
-		if e.Name == name {
-			return e.Value
-		}
-	}
-	return ""
-}
-
-// workspaceNode is the node the revision's Gateway pins: the one its own
-// enrollment recorded, else the Agent's (its identity lives on the Agent's
-// workspace claim, so a later revision's Gateway starts pinned at once).
-func (d *Driver) workspaceNode(ctx context.Context, p *plan) (string, error) {
-	s, err := d.c.CoreV1().Secrets(p.dp).Get(ctx, p.n.enrollment, metav1.GetOptions{})
-	switch {
-	case err == nil && p.own.owns(s.Labels, s.Annotations, false) && s.Annotations[AnnotationWorkspaceNode] != "":
-		return s.Annotations[AnnotationWorkspaceNode], nil
-	case err != nil && !apierrors.IsNotFound(err):
-		return "", transient(err)
-	}
-	svc, err := d.c.CoreV1().Services(p.gw).Get(ctx, p.n.nodeRoute, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", nil
-	}
-	if err != nil {
-		return "", transient(err)
-	}
-	if !p.agentOwn.owns(svc.Labels, svc.Annotations, false) {
-		return "", foreign(p.gw, p.n.nodeRoute)
-	}
-	return svc.Annotations[AnnotationWorkspaceNode], nil
-}
-
-// pinNode records the Agent's node on its node route and, when the Agent's
-// Gateway runs this revision without the node pinned, updates its template
-// (the Recreate strategy restarts it; the node reconnects with its device
-// token).
-func (d *Driver) pinNode(ctx context.Context, p *plan, nodeID string) error {
-	svc, err := d.c.CoreV1().Services(p.gw).Get(ctx, p.n.nodeRoute, metav1.GetOptions{})
-	if err != nil {
-		return transient(err)
-	}
-	if !p.agentOwn.owns(svc.Labels, svc.Annotations, false) {
-		return foreign(p.gw, p.n.nodeRoute)
-	}
-	if svc.Annotations[AnnotationWorkspaceNode] != nodeID {
-		next := svc.DeepCopy()
-		next.Annotations = merge(svc.Annotations, map[string]string{AnnotationWorkspaceNode: nodeID})
-		if _, err := d.c.CoreV1().Services(p.gw).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
-			return transient(err)
-		}
-	}
-	gw, err := d.c.AppsV1().Deployments(p.gw).Get(ctx, p.n.gateway, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return transient(err)
-	}
-	if !p.agentOwn.owns(gw.Labels, gw.Annotations, true) {
-		return foreign(p.gw, p.n.gateway)
-	}
-	if gw.Labels[LabelRevision] != p.rev.ID || gw.DeletionTimestamp != nil || podEnv(gw.Spec.Template.Spec, contract.EnvWorkspaceNodeID) == nodeID {
-		return nil // another revision's Gateway: activation renders the pin
-	}
-	_, keys, err := d.credentials(ctx, p.rev)
-	if err != nil {
-		return err
-	}
-	d.log.Info("workspace node enrolled; pinning it in the Gateway", "revision", p.rev.ID, "node", nodeID)
-	return d.switchGateway(ctx, gw, p, keys)
-}
-
-func statusErr(op string, err error) error {
-	return compute.Transient(codes.TransientDependency, fmt.Errorf("gateway status %s: %w", op, err))
-}
 
 // ensureEnrollment delivers the workspace node's one-use setup code: once
 // the serving Gateway is ready it records an already connected node, or
@@ -176,6 +81,9 @@ func (d *Driver) ensureEnrollment(ctx context.Context, p *plan) error {
 	next := s.DeepCopy()
 	next.Data = map[string][]byte{KeySetupCode: []byte(code), KeyExpiresAtMs: []byte(strconv.FormatInt(exp, 10)),
 		KeySetupID: randomToken()[:16]}
+	if id, ok := s.Data[KeyNodeIdentity]; ok {
+		next.Data[KeyNodeIdentity] = id // the node adopts it when it enrolls
+	}
 	if _, err := d.c.CoreV1().Secrets(p.dp).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
 		return transient(err)
 	}
@@ -183,16 +91,63 @@ func (d *Driver) ensureEnrollment(ctx context.Context, p *plan) error {
 	return nil
 }
 
+// enrollmentSecret returns the revision's exactly owned enrollment Secret,
+// creating an empty one when it is missing.
+func (d *Driver) enrollmentSecret(ctx context.Context, p *plan) (*corev1.Secret, error) {
+	return ensure(ctx, d.c.CoreV1().Secrets(p.dp), secret(p.n.enrollment, p.dp, p.own, nil), p.own)
+}
+
+// provisionNode gives a dedicated Agent that has no workspace node yet a
+// device identity before its Gateway first starts (issue 23): the
+// revision's enrollment Secret carries it for the Harness and names its
+// device id, which the Gateway pins from its first start (workspaceNode),
+// so enrolling the node no longer restarts the Gateway. An Agent whose node
+// is known keeps it (its identity lives on the Agent's workspace claim).
+func (d *Driver) provisionNode(ctx context.Context, p *plan) error {
+	s, err := d.enrollmentSecret(ctx, p)
+	if err != nil {
+		return err
+	}
+	if s.Annotations[AnnotationProvisionedNode] != "" || s.Annotations[AnnotationWorkspaceNode] != "" {
+		return nil
+	}
+	if node, err := d.agentNode(ctx, p); err != nil || node != "" {
+		return err
+	}
+	id, err := ocproto.NewIdentity()
+	if err != nil {
+		return transient(err)
+	}
+	b, err := id.Marshal()
+	if err != nil {
+		return transient(err)
+	}
+	next := s.DeepCopy()
+	next.Annotations = merge(s.Annotations, map[string]string{AnnotationProvisionedNode: id.DeviceID})
+	if next.Data == nil {
+		next.Data = map[string][]byte{}
+	}
+	next.Data[KeyNodeIdentity] = b
+	if _, err := d.c.CoreV1().Secrets(p.dp).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+		return transient(err)
+	}
+	d.log.Info("provisioned the workspace node's identity", "revision", p.rev.ID, "node", id.DeviceID)
+	return nil
+}
+
 // recordNode annotates the enrollment Secret with the enrolled node and
-// removes the consumed setup code (conditional update).
+// removes the consumed setup code and provisioned identity (conditional
+// update).
 func (d *Driver) recordNode(ctx context.Context, p *plan, s *corev1.Secret, nodeID string) error {
 	_, hasCode := s.Data[KeySetupCode]
-	if s.Annotations[AnnotationWorkspaceNode] == nodeID && !hasCode {
+	_, hasIdentity := s.Data[KeyNodeIdentity]
+	if s.Annotations[AnnotationWorkspaceNode] == nodeID && !hasCode && !hasIdentity {
 		return nil
 	}
 	next := s.DeepCopy()
 	next.Annotations = merge(s.Annotations, map[string]string{AnnotationWorkspaceNode: nodeID})
 	delete(next.Data, KeySetupCode)
+	delete(next.Data, KeyNodeIdentity)
 	if _, err := d.c.CoreV1().Secrets(p.dp).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
 		return transient(err)
 	}
@@ -215,6 +170,116 @@ func connectedNode(nodes []Node, want string) string {
 		}
 	}
 	return ""
+}
+
+// pinNode records the Agent's node on its node route and, when the Agent's
+// Gateway runs this revision without the node pinned, updates its template
+// (the Recreate strategy restarts it; the node reconnects with its device
+// token).
+func (d *Driver) pinNode(ctx context.Context, p *plan, nodeID string) error {
+	svc, err := d.c.CoreV1().Services(p.gw).Get(ctx, p.n.nodeRoute, metav1.GetOptions{})
+	if err != nil {
+		return transient(err)
+	}
+	if !p.agentOwn.owns(svc.Labels, svc.Annotations, false) {
+		return foreign(p.gw, p.n.nodeRoute)
+	}
+	if svc.Annotations[AnnotationWorkspaceNode] != nodeID {
+		next := svc.DeepCopy()
+		next.Annotations = merge(svc.Annotations, map[string]string{AnnotationWorkspaceNode: nodeID})
+		if _, err := d.c.CoreV1().Services(p.gw).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+			return transient(err)
+		}
+	}
+	gw, err := d.c.AppsV1().Deployments(p.gw).Get(ctx, p.n.gateway, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return transient(err)
+	}
+	if !p.agentOwn.owns(gw.Labels, gw.Annotations, true) {
+		return foreign(p.gw, p.n.gateway)
+	}
+	if gw.Labels[LabelRevision] != p.rev.ID || gw.DeletionTimestamp != nil || podEnv(gw.Spec.Template.Spec, contract.EnvWorkspaceNodeID) == nodeID {
+		return nil // another revision's Gateway: activation renders the pin
+	}
+	_, keys, err := d.credentials(ctx, p.rev)
+	if err != nil {
+		return err
+	}
+	d.log.Info("workspace node enrolled; pinning it in the Gateway", "revision", p.rev.ID, "node", nodeID)
+	return d.switchGateway(ctx, gw, p, keys)
+}
+
+// workspaceNode is the node the revision's Gateway pins: the one its own
+// enrollment recorded, else the Agent's (its identity lives on the Agent's
+// workspace claim, so a later revision's Gateway starts pinned at once),
+// else the one provisioned for this revision (provisionNode).
+func (d *Driver) workspaceNode(ctx context.Context, p *plan) (string, error) {
+	s, err := d.c.CoreV1().Secrets(p.dp).Get(ctx, p.n.enrollment, metav1.GetOptions{})
+	var provisioned string
+	switch {
+	case err == nil && p.own.owns(s.Labels, s.Annotations, false) && s.Annotations[AnnotationWorkspaceNode] != "":
+		return s.Annotations[AnnotationWorkspaceNode], nil
+	case err == nil && p.own.owns(s.Labels, s.Annotations, false):
+		provisioned = s.Annotations[AnnotationProvisionedNode]
+	case err != nil && !apierrors.IsNotFound(err):
+		return "", transient(err)
+	}
+	node, err := d.agentNode(ctx, p)
+	if err != nil || node != "" {
+		return node, err
+	}
+	return provisioned, nil
+}
+
+// agentNode is the Agent's recorded workspace node (its node route's
+// annotation), "" when none.
+func (d *Driver) agentNode(ctx context.Context, p *plan) (string, error) {
+	svc, err := d.c.CoreV1().Services(p.gw).Get(ctx, p.n.nodeRoute, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", transient(err)
+	}
+	if !p.agentOwn.owns(svc.Labels, svc.Annotations, false) {
+		return "", foreign(p.gw, p.n.nodeRoute)
+	}
+	return svc.Annotations[AnnotationWorkspaceNode], nil
+}
+
+// nodeRouteURL is the Agent's node route as the setup codes name it
+// (nodeRoutePublicURL), read from its exactly owned Service.
+func (d *Driver) nodeRouteURL(ctx context.Context, p *plan) (string, error) {
+	svc, err := d.c.CoreV1().Services(p.gw).Get(ctx, p.n.nodeRoute, metav1.GetOptions{})
+	if err != nil {
+		return "", transient(err)
+	}
+	if !p.agentOwn.owns(svc.Labels, svc.Annotations, false) {
+		return "", foreign(p.gw, p.n.nodeRoute)
+	}
+	url, err := nodeRoutePublicURL(svc)
+	if err != nil {
+		return "", transient(err)
+	}
+	return url, nil
+}
+
+// nodeRoutePublicURL is the node route as a setup code names it: by the
+// Service's cluster IP. The pinned OpenClaw mints ws:// setup codes only
+// for loopback, private-LAN addresses and .local hosts (its device-pair
+// plugin refuses "x.ns.svc" names: found on real Pods, where every
+// setup-code call failed INVALID_REQUEST); a cluster IP is a private
+// address whatever the cluster domain. The node itself dials its
+// configured route (OCE_NODEHOST_GATEWAY_URL), which overrides the code's.
+func nodeRoutePublicURL(svc *corev1.Service) (string, error) {
+	ip := svc.Spec.ClusterIP
+	if ip == "" || ip == corev1.ClusterIPNone {
+		return "", fmt.Errorf("%w: node route %s/%s has no cluster IP yet", ErrNotReady, svc.Namespace, svc.Name)
+	}
+	return "http://" + net.JoinHostPort(ip, strconv.Itoa(contract.GatewayPort)), nil
 }
 
 // nodeReadiness is the dedicated Codex enrollment check of observation and
@@ -248,4 +313,8 @@ func (d *Driver) nodeReadiness(ctx context.Context, p *plan, ep Endpoint) (Readi
 		return Readiness{Reason: ReasonNodeNotPinned, Pod: ep.Pod}, nil
 	}
 	return Readiness{Ready: true, Reason: ReasonReady, Pod: ep.Pod}, nil
+}
+
+func statusErr(op string, err error) error {
+	return compute.Transient(codes.TransientDependency, fmt.Errorf("gateway status %s: %w", op, err))
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sort"
 	"strconv"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
 	"oce.dev/oce/shared/contract"
+	"oce.dev/oce/shared/ocproto"
 )
 
 // fakeStatus is a GatewayStatus over an in-memory Gateway: it mints codes
@@ -95,9 +97,10 @@ func TestEnrollmentMintsOnceAndRecordsNode(t *testing.T) {
 	rev := dedicatedRev("r1")
 	p := dedicatedUpToEnrollment(t, d, cs, rev)
 	require.Zero(t, st.minted(), "no code before the serving Gateway is ready")
-	require.Empty(t, enrollmentOf(t, cs, p).Data)
+	require.Equal(t, []string{KeyNodeIdentity}, keysOf(enrollmentOf(t, cs, p).Data), "only the provisioned identity")
 
-	// The Harness mounts only the setup code, mode 0600, where its env says.
+	// The Harness mounts only the setup code and the provisioned identity,
+	// mode 0600, where its env says.
 	h, err := cs.AppsV1().Deployments(p.dp).Get(ctx, p.n.harness, metav1.GetOptions{})
 	require.NoError(t, err)
 	var vol *corev1.SecretVolumeSource
@@ -109,14 +112,19 @@ func TestEnrollmentMintsOnceAndRecordsNode(t *testing.T) {
 	require.NotNil(t, vol)
 	require.Equal(t, p.n.enrollment, vol.SecretName)
 	require.Equal(t, int32(0o600), *vol.DefaultMode)
-	require.Equal(t, []corev1.KeyToPath{{Key: KeySetupCode, Path: enrollmentKey, Mode: ptr(int32(0o600))}}, vol.Items)
-	var file string
+	require.Equal(t, []corev1.KeyToPath{{Key: KeySetupCode, Path: enrollmentKey, Mode: ptr(int32(0o600))},
+		{Key: KeyNodeIdentity, Path: contract.NodeIdentityFile, Mode: ptr(int32(0o600))}}, vol.Items)
+	var file, idFile string
 	for _, e := range h.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == "OCE_NODEHOST_ENROLLMENT_FILE" {
+		switch e.Name {
+		case "OCE_NODEHOST_ENROLLMENT_FILE":
 			file = e.Value
+		case contract.EnvNodehostIdentity:
+			idFile = e.Value
 		}
 	}
 	require.Equal(t, pathEnrollment+"/"+enrollmentKey, file)
+	require.Equal(t, pathEnrollment+"/"+contract.NodeIdentityFile, idFile)
 
 	for range 3 { // engine passes repeat preparation: one code only
 		require.NoError(t, d.PrepareRevision(ctx, rev))
@@ -141,7 +149,10 @@ func TestEnrollmentMintsOnceAndRecordsNode(t *testing.T) {
 	require.NoError(t, d.PrepareRevision(ctx, rev))
 	require.Equal(t, 2, st.minted())
 	require.Equal(t, "code-2", string(enrollmentOf(t, cs, p).Data[KeySetupCode]))
+	require.NotEmpty(t, enrollmentOf(t, cs, p).Data[KeyNodeIdentity], "minting keeps the provisioned identity")
 
+	// a node that kept an identity of its own (not the provisioned one):
+	// the Gateway is restarted pinned to it
 	st.enroll("node-abc")
 	obs, err = d.ObserveRevision(ctx, rev)
 	require.NoError(t, err)
@@ -154,6 +165,7 @@ func TestEnrollmentMintsOnceAndRecordsNode(t *testing.T) {
 	s = enrollmentOf(t, cs, p)
 	require.Equal(t, "node-abc", s.Annotations[AnnotationWorkspaceNode])
 	require.NotContains(t, s.Data, KeySetupCode, "the consumed code is removed")
+	require.NotContains(t, s.Data, KeyNodeIdentity, "the provisioned identity is removed")
 	st.advance(time.Hour)
 	require.NoError(t, d.PrepareRevision(ctx, rev))
 	require.Equal(t, 2, st.minted(), "an enrolled node never gets another code")
@@ -170,17 +182,19 @@ func TestEnrollmentAlreadyConnectedNodeNeedsNoCode(t *testing.T) {
 	require.Equal(t, "node-persisted", enrollmentOf(t, cs, p).Annotations[AnnotationWorkspaceNode])
 }
 
-// TestEnrolledNodeIsPinnedInTheGateway: once the workspace node enrolled,
-// the revision's Gateway is rendered with OCE_WORKSPACE_NODE_ID (gatewayd
-// then renders the node command allow-list and file-transfer policy), and
-// the revision is ready only when the serving Gateway Pod carries it; the
-// Agent's node is recorded, so a later revision's Gateway starts pinned.
+// TestEnrolledNodeIsPinnedInTheGateway: once the workspace node enrolled —
+// here one that did not take the provisioned identity — the revision's
+// Gateway is rendered with OCE_WORKSPACE_NODE_ID (gatewayd then renders the
+// node command allow-list and file-transfer policy), and the revision is
+// ready only when the serving Gateway Pod carries it; the Agent's node is
+// recorded, so a later revision's Gateway starts pinned.
 func TestEnrolledNodeIsPinnedInTheGateway(t *testing.T) {
 	d, cs, st := newFakeStatus(t)
 	ctx := context.Background()
 	rev := dedicatedRev("r1")
 	p := dedicatedUpToEnrollment(t, d, cs, rev)
-	require.Empty(t, podEnv(gatewayOf(t, cs, p.gw).Spec.Template.Spec, contract.EnvWorkspaceNodeID), "no node before enrollment")
+	require.Equal(t, enrollmentOf(t, cs, p).Annotations[AnnotationProvisionedNode],
+		podEnv(gatewayOf(t, cs, p.gw).Spec.Template.Spec, contract.EnvWorkspaceNodeID), "the provisioned node before enrollment")
 	require.NoError(t, d.PrepareRevision(ctx, rev))
 	st.enroll("node-7")
 	require.NoError(t, d.PrepareRevision(ctx, rev))
@@ -212,6 +226,7 @@ func TestEnrollmentStatusErrorsAreTransient(t *testing.T) {
 	ctx := context.Background()
 	rev := dedicatedRev("r1")
 	p := dedicatedUpToEnrollment(t, d, cs, rev)
+	before := enrollmentOf(t, cs, p).Data
 	boom := errors.New("connection refused")
 	st.fail(boom)
 	for _, call := range []func() error{
@@ -226,7 +241,7 @@ func TestEnrollmentStatusErrorsAreTransient(t *testing.T) {
 		require.Equal(t, codes.TransientDependency, ce.Code)
 		require.False(t, ce.Permanent)
 	}
-	require.Empty(t, enrollmentOf(t, cs, p).Data, "a failed call changes nothing")
+	require.Equal(t, before, enrollmentOf(t, cs, p).Data, "a failed call changes nothing")
 	st.fail(nil)
 	require.NoError(t, d.PrepareRevision(ctx, rev))
 	require.Equal(t, 1, st.minted())
@@ -238,6 +253,7 @@ func TestEnrollmentForeignSecretRefused(t *testing.T) {
 	rev := dedicatedRev("r1")
 	p := dedicatedUpToEnrollment(t, d, cs, rev)
 	s := enrollmentOf(t, cs, p)
+	before := s.Data
 	s.Labels[LabelAgent] = "someone-else"
 	_, err := cs.CoreV1().Secrets(p.dp).Update(ctx, s, metav1.UpdateOptions{})
 	require.NoError(t, err)
@@ -251,7 +267,7 @@ func TestEnrollmentForeignSecretRefused(t *testing.T) {
 	_, err = d.ObserveRevision(ctx, rev)
 	require.ErrorIs(t, err, ErrForeignWorkload)
 	require.Zero(t, st.minted())
-	require.Empty(t, enrollmentOf(t, cs, p).Data, "a foreign Secret is never written")
+	require.Equal(t, before, enrollmentOf(t, cs, p).Data, "a foreign Secret is never written")
 }
 
 func TestHTTPGatewayStatus(t *testing.T) {
@@ -316,4 +332,68 @@ func TestHTTPGatewayStatus(t *testing.T) {
 		_, err := h.Nodes(ctx, state.Revision{}, bad)
 		require.ErrorIs(t, err, ErrGatewayStatus, name)
 	}
+}
+
+// keysOf lists a Secret's data keys, sorted.
+func keysOf(m map[string][]byte) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestProvisionedNodeStartsPinned (issue 23): a dedicated Agent without a
+// workspace node gets a device identity with its first revision — private
+// to the Harness, its device id pinned by the Gateway from its first start
+// — so the node enrolling with it makes the revision ready without any
+// Gateway restart; the identity then leaves the Secret, and the Agent's
+// next revision reuses the recorded node instead of provisioning another.
+func TestProvisionedNodeStartsPinned(t *testing.T) {
+	d, cs, st := newFakeStatus(t)
+	ctx := context.Background()
+	rev := dedicatedRev("r1")
+	p := dedicatedUpToEnrollment(t, d, cs, rev)
+	s := enrollmentOf(t, cs, p)
+	provisioned := s.Annotations[AnnotationProvisionedNode]
+	require.Len(t, provisioned, 64, "a device id: hex SHA-256 of the public key")
+	id, err := ocproto.ParseIdentity(s.Data[KeyNodeIdentity])
+	require.NoError(t, err)
+	require.Equal(t, provisioned, id.DeviceID)
+	gw := gatewayOf(t, cs, p.gw)
+	require.Equal(t, provisioned, podEnv(gw.Spec.Template.Spec, contract.EnvWorkspaceNodeID), "pinned from the first start")
+	for _, c := range gw.Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			require.NotContains(t, e.Value, string(s.Data[KeyNodeIdentity]), "the private key never reaches the Gateway")
+		}
+	}
+
+	rollGateway(t, cs, p, "gateway-0")              // the Pod its template makes (the fake runs no controllers)
+	require.NoError(t, d.PrepareRevision(ctx, rev)) // mints the setup code
+	require.Equal(t, 1, st.minted())
+	st.enroll(provisioned)
+	obs, err := d.ObserveRevision(ctx, rev)
+	require.NoError(t, err)
+	require.True(t, obs.Ready, obs.Reason)
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	require.Equal(t, gw.Spec.Template, gatewayOf(t, cs, p.gw).Spec.Template, "the Gateway is never restarted to pin the node")
+	require.NoError(t, d.ActivateRevision(ctx, rev))
+	s = enrollmentOf(t, cs, p)
+	require.Equal(t, provisioned, s.Annotations[AnnotationWorkspaceNode])
+	require.NotContains(t, s.Data, KeySetupCode, "the code is consumed")
+	require.NotContains(t, s.Data, KeyNodeIdentity, "the identity is consumed")
+
+	// the next revision: the Agent's node, nothing provisioned
+	require.NoError(t, cs.AppsV1().Deployments(p.gw).Delete(ctx, p.n.gateway, metav1.DeleteOptions{}))
+	rev2 := dedicatedRev("r2")
+	require.NoError(t, d.PrepareRevision(ctx, rev2))
+	p2, err := d.planFor(rev2)
+	require.NoError(t, err)
+	s2 := enrollmentOf(t, cs, p2)
+	require.Empty(t, s2.Annotations[AnnotationProvisionedNode])
+	require.Empty(t, s2.Data)
+	addPod(t, cs, p2.dp, "harness-r2", p2.harnessWantLabels(), true)
+	require.NoError(t, d.PrepareRevision(ctx, rev2))
+	require.Equal(t, provisioned, podEnv(gatewayOf(t, cs, p2.gw).Spec.Template.Spec, contract.EnvWorkspaceNodeID))
 }

@@ -3,18 +3,29 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
 )
+
+// Pod Security Standards labels every managed namespace carries.
+var pssLabels = map[string]string{
+	"pod-security.kubernetes.io/enforce":         "restricted",
+	"pod-security.kubernetes.io/enforce-version": "latest",
+	"pod-security.kubernetes.io/audit":           "restricted",
+	"pod-security.kubernetes.io/warn":            "restricted",
+}
 
 func nsOwnerLabels(id string, gateway bool) map[string]string {
 	l := merge(pssLabels, map[string]string{LabelManagedBy: ManagedBy})
@@ -50,24 +61,34 @@ func validNamespaceID(id string) error {
 	return nil
 }
 
+// physicalNamespace is the logical Namespace's data-plane (gateway=false)
+// or Gateway namespace.
+func physicalNamespace(namespaceID string, gateway bool) string {
+	if gateway {
+		return GatewayNamespace(namespaceID)
+	}
+	return DataPlaneNamespace(namespaceID)
+}
+
 // EnsureNamespace implements compute.Driver: the data-plane namespace and
 // the distinct managed Gateway namespace, both PSS restricted and exactly
-// owned, each with default-deny and allow-dns policies.
+// owned, each with the driver's RoleBinding (Config.Subject), default-deny
+// and allow-dns policies and, when the Namespace has a quota, its
+// ResourceQuota and LimitRange.
 func (d *Driver) EnsureNamespace(ctx context.Context, ns state.Namespace) error {
 	if err := validNamespaceID(ns.ID); err != nil {
 		return err
 	}
-	if d.nsIsReady(ns.ID) {
-		// Ensured by this process already; preparation re-checks the exact
-		// owner of both namespaces and forgets this when one is missing.
+	fp := quotaFingerprint(ns.Quota)
+	if d.nsIsReady(ns.ID, fp) {
+		// Ensured by this process already (with this quota); preparation
+		// re-checks the exact owner of both namespaces and forgets this
+		// when one is missing.
 		return nil
 	}
 	ann := map[string]string{AnnotationNamespaceID: ns.ID}
 	for _, gw := range []bool{false, true} {
-		name := DataPlaneNamespace(ns.ID)
-		if gw {
-			name = GatewayNamespace(ns.ID)
-		}
+		name := physicalNamespace(ns.ID, gw)
 		want := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: nsOwnerLabels(ns.ID, gw), Annotations: ann}}
 		cur, err := d.c.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 		switch {
@@ -82,56 +103,96 @@ func (d *Driver) EnsureNamespace(ctx context.Context, ns state.Namespace) error 
 		case cur.DeletionTimestamp != nil:
 			return transient(fmt.Errorf("namespace %s is terminating", name))
 		}
-		pl := map[string]string{LabelManagedBy: ManagedBy}
-		if gw {
-			pl[LabelGatewayNamespace] = ns.ID
-		} else {
-			pl[LabelNamespace] = ns.ID
-		}
-		if err := d.ensureNSPolicy(ctx, name, defaultDeny(name, pl, ann), ns.ID, gw); err != nil {
+		pl := nsObjectLabels(ns.ID, gw)
+		if err := d.bindNamespaceRole(ctx, name, pl, ann); err != nil {
 			return err
 		}
-		if err := d.ensureNSPolicy(ctx, name, allowDNS(name, pl, ann), ns.ID, gw); err != nil {
+		err = d.untilGranted(ctx, func() error {
+			if err := d.ensureNSPolicy(ctx, name, defaultDeny(name, pl, ann), ns.ID, gw); err != nil {
+				return err
+			}
+			if err := d.ensureNSPolicy(ctx, name, allowDNS(name, pl, ann), ns.ID, gw); err != nil {
+				return err
+			}
+			return d.ensureQuota(ctx, name, ns, gw, pl, ann)
+		})
+		if err != nil {
 			return err
 		}
 	}
-	d.setNSReady(ns.ID, true)
+	d.setNSReady(ns.ID, fp)
 	return nil
 }
 
-// requireGatewayNamespace verifies the Gateway namespace exists and carries
-// exactly the logical Namespace's owner before anything is placed there.
-func (d *Driver) requireGatewayNamespace(ctx context.Context, namespaceID string) error {
-	name := GatewayNamespace(namespaceID)
-	cur, err := d.c.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		d.setNSReady(namespaceID, false)
-		return transient(fmt.Errorf("gateway namespace %s is missing", name))
+// nsObjectLabels are the labels of the objects a namespace's owner (not an
+// Agent) holds there.
+func nsObjectLabels(id string, gw bool) map[string]string {
+	pl := map[string]string{LabelManagedBy: ManagedBy}
+	if gw {
+		pl[LabelGatewayNamespace] = id
+	} else {
+		pl[LabelNamespace] = id
 	}
-	if err != nil {
-		return transient(err)
+	return pl
+}
+
+// bindNamespaceRole binds the ClusterRole NamespaceRole to the driver's own
+// identity inside a namespace it manages (nothing without Config.Subject).
+// An existing binding of that name is left as it is: the namespace is
+// exactly the driver's, and a RoleBinding's role cannot change.
+func (d *Driver) bindNamespaceRole(ctx context.Context, ns string, l, a map[string]string) error {
+	if d.cfg.Subject.Name == "" {
+		return nil
 	}
-	if !nsOwned(cur, namespaceID, true) {
-		return compute.Permanent(codes.ForeignWorkload, fmt.Errorf("%w: %s", ErrForeignNS, name))
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: NamespaceRoleBinding, Namespace: ns, Labels: l, Annotations: a},
+		RoleRef:    rbacv1.RoleRef{APIGroup: groupRBAC, Kind: "ClusterRole", Name: NamespaceRole},
+		Subjects:   []rbacv1.Subject{d.cfg.Subject},
+	}
+	if _, err := d.c.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return transient(fmt.Errorf("bind %s in %s: %w", NamespaceRole, ns, err))
 	}
 	return nil
 }
 
-// requireDataPlaneNamespace is the same check for the data-plane namespace.
-func (d *Driver) requireDataPlaneNamespace(ctx context.Context, namespaceID string) error {
-	name := DataPlaneNamespace(namespaceID)
-	cur, err := d.c.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		d.setNSReady(namespaceID, false)
-		return transient(fmt.Errorf("data-plane namespace %s is missing", name))
+// untilGranted runs fn, again while it is refused Forbidden within
+// Config.RBACWait: the API server's authorizer learns of a RoleBinding
+// just created asynchronously (milliseconds, as a rule).
+func (d *Driver) untilGranted(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(d.cfg.RBACWait)
+	for {
+		err := fn()
+		if err == nil || !apierrors.IsForbidden(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return transient(ctx.Err())
+		case <-time.After(rbacRetryInterval):
+		}
 	}
-	if err != nil {
-		return transient(err)
-	}
-	if !nsOwned(cur, namespaceID, false) {
-		return compute.Permanent(codes.ForeignWorkload, fmt.Errorf("%w: %s", ErrForeignNS, name))
-	}
-	return nil
+}
+
+// rbacRetryInterval spaces untilGranted's attempts.
+const rbacRetryInterval = 50 * time.Millisecond
+
+func (d *Driver) setNSReady(id, fingerprint string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.nsReady[id] = fingerprint
+}
+
+func (d *Driver) forgetNS(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.nsReady, id)
+}
+
+func (d *Driver) nsIsReady(id, fingerprint string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fp, ok := d.nsReady[id]
+	return ok && fp == fingerprint
 }
 
 func nsPolicyOwned(l, a map[string]string, id string, gw bool) bool {
@@ -161,6 +222,53 @@ func (d *Driver) ensureNSPolicy(ctx context.Context, ns string, np *networkingv1
 	return nil
 }
 
+func defaultDeny(ns string, l, a map[string]string) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "default-deny", Namespace: ns, Labels: l, Annotations: a},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}},
+	}
+}
+
+func allowDNS(ns string, l, a map[string]string) *networkingv1.NetworkPolicy {
+	var ports []networkingv1.NetworkPolicyPort
+	for _, port := range []int{53, 5353} {
+		for _, proto := range []corev1.Protocol{corev1.ProtocolUDP, corev1.ProtocolTCP} {
+			ports = append(ports, networkingv1.NetworkPolicyPort{Protocol: ptr(proto), Port: ptr(intstr.FromInt(port))})
+		}
+	}
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "allow-dns", Namespace: ns, Labels: l, Annotations: a},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelNetworkProfile: NetworkProfileOrdinary}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress:      []networkingv1.NetworkPolicyEgressRule{{Ports: ports}},
+		},
+	}
+}
+
+// requireNamespace verifies the data-plane (gateway=false) or Gateway
+// namespace exists and carries exactly the logical Namespace's owner before
+// anything is placed there.
+func (d *Driver) requireNamespace(ctx context.Context, namespaceID string, gateway bool) error {
+	name, kind := physicalNamespace(namespaceID, gateway), "data-plane"
+	if gateway {
+		kind = "gateway"
+	}
+	cur, err := d.c.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		d.forgetNS(namespaceID)
+		return transient(fmt.Errorf("%s namespace %s is missing", kind, name))
+	}
+	if err != nil {
+		return transient(err)
+	}
+	if !nsOwned(cur, namespaceID, gateway) {
+		return compute.Permanent(codes.ForeignWorkload, fmt.Errorf("%w: %s", ErrForeignNS, name))
+	}
+	return nil
+}
+
 // DeleteNamespace implements compute.Driver: once neither physical
 // namespace holds any Agent-owned object, it deletes the two namespaces it
 // exactly owns (UID precondition). It does not wait for finalization.
@@ -168,12 +276,9 @@ func (d *Driver) DeleteNamespace(ctx context.Context, ns state.Namespace) error 
 	if err := validNamespaceID(ns.ID); err != nil {
 		return err
 	}
-	d.setNSReady(ns.ID, false)
+	d.forgetNS(ns.ID)
 	for _, gw := range []bool{false, true} {
-		name := DataPlaneNamespace(ns.ID)
-		if gw {
-			name = GatewayNamespace(ns.ID)
-		}
+		name := physicalNamespace(ns.ID, gw)
 		cur, err := d.c.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue

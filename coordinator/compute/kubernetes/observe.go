@@ -2,14 +2,21 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
 	"oce.dev/oce/shared/contract"
+	"oce.dev/oce/shared/status"
 )
 
 // ObserveRevision implements compute.Driver. Dedicated: the Harness must
@@ -28,23 +35,6 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 	}
 	return compute.Observation{Ready: r.Ready, Reason: r.Reason, HeldCode: r.HeldCode, Cause: r.Cause,
 		Staged: r.Ready && r.Reason == ReasonStaged}, nil
-}
-
-func (d *Driver) podReadiness(ctx context.Context, ns string, want map[string]string) (Readiness, error) {
-	l, err := d.c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(want).String()})
-	if err != nil {
-		return Readiness{}, transient(err)
-	}
-	r := ProviderHarnessReady(l, ns, want)
-	if r.Reason != ReasonPodNotReady {
-		return r, nil
-	}
-	for i := range l.Items {
-		if p := &l.Items[i]; p.Name == r.Pod {
-			return d.heldFromProbe(ctx, p, r)
-		}
-	}
-	return r, nil
 }
 
 func (d *Driver) revisionReadiness(ctx context.Context, p *plan) (Readiness, error) {
@@ -97,6 +87,10 @@ func (d *Driver) gatewayReadiness(ctx context.Context, p *plan) (Readiness, stri
 		if !p.own.owns(cm.Labels, cm.Annotations, false) {
 			return Readiness{}, running, foreign(p.gw, p.n.gatewayConfig)
 		}
+		if d.probeWanted(p) {
+			r, err := d.probeReadiness(ctx, p)
+			return r, running, err
+		}
 		return Readiness{Ready: true, Reason: ReasonStaged}, running, nil
 	}
 	// Dedicated with a predecessor Gateway still serving: it must be the
@@ -109,4 +103,286 @@ func (d *Driver) gatewayReadiness(ctx context.Context, p *plan) (Readiness, stri
 		r.HeldCode, r.Cause = "", nil // the predecessor's hold is not this revision's
 	}
 	return r, running, err
+}
+
+// servingGateway finds the single ready Gateway Pod serving the dedicated
+// revision's bootstrap: its own Gateway, or the predecessor's while it
+// still runs. ok is false while there is none.
+func (d *Driver) servingGateway(ctx context.Context, p *plan) (Endpoint, Readiness, error) {
+	r, running, err := d.gatewayReadiness(ctx, p)
+	if err != nil || !r.Ready {
+		return Endpoint{}, r, err
+	}
+	pod, err := d.c.CoreV1().Pods(p.gw).Get(ctx, r.Pod, metav1.GetOptions{})
+	if err != nil {
+		return Endpoint{}, r, transient(err)
+	}
+	return Endpoint{Namespace: p.gw, Service: p.n.gateway, RevisionID: running, Pod: pod.Name,
+		PodIP: pod.Status.PodIP, TokenSecret: p.n.password, NodeID: podEnv(pod.Spec, contract.EnvWorkspaceNodeID)}, r, nil
+}
+
+// podEnv is the literal value of a Pod's first container's variable.
+func podEnv(spec corev1.PodSpec, name string) string {
+	if len(spec.Containers) == 0 {
+		return ""
+	}
+	for _, e := range spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+func (d *Driver) podReadiness(ctx context.Context, ns string, want map[string]string) (Readiness, error) {
+	l, err := d.c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(want).String()})
+	if err != nil {
+		return Readiness{}, transient(err)
+	}
+	r := ProviderHarnessReady(l, ns, want)
+	if r.Reason != ReasonPodNotReady {
+		return r, nil
+	}
+	for i := range l.Items {
+		if p := &l.Items[i]; p.Name == r.Pod {
+			return d.heldFromProbe(ctx, p, r)
+		}
+	}
+	return r, nil
+}
+
+// ConditionRuntimeFailure is the Pod condition the runtime status reporter
+// sets when a supervisor holds a startup failure (docs/design/reference.md#s1-8): Status
+// True, Reason the runtime diagnostic code, Message a JSON
+// {"check":…,"cause":{"kind":…,"detail":…}}. Kubelet never sets it; on kwok
+// (no container runs) tests set it through UpdateStatus as the reporter would.
+const ConditionRuntimeFailure corev1.PodConditionType = "oce.dev/RuntimeFailure"
+
+// Readiness reasons (closed set).
+const (
+	ReasonReady             = "ready"
+	ReasonMalformedList     = "malformed-list"
+	ReasonPaginated         = "paginated-list"
+	ReasonMalformedPod      = "malformed-pod"
+	ReasonForeignPod        = "foreign-pod"
+	ReasonNoNetworkProfile  = "no-network-profile"
+	ReasonNoCandidate       = "no-candidate"
+	ReasonMultipleCandidate = "multiple-candidates"
+	ReasonPodNotReady       = "pod-not-ready"
+	ReasonHeld              = "held"
+	ReasonStaged            = "staged"
+	ReasonGatewayMissing    = "gateway-missing"
+	ReasonHarnessNotReady   = "harness-not-ready"
+)
+
+// Readiness is the verdict of ProviderHarnessReady on one Pod list.
+type Readiness struct {
+	Ready    bool
+	Reason   string
+	Pod      string // the single candidate, when there is one
+	HeldCode codes.Code
+	Cause    *codes.Cause
+}
+
+type heldMessage struct {
+	Check string       `json:"check"`
+	Cause *codes.Cause `json:"cause,omitempty"`
+}
+
+// ProviderHarnessReady applies the readiness rule (docs/design/seed-000.md#step-2,
+// docs/design/reference.md#s8-8) to a Pod list fetched with want as its label selector:
+// the complete observation must validate (not paginated, every Pod well
+// formed, in namespace, carrying exactly the wanted labels), and there must
+// be exactly one non-terminating candidate, carrying the ordinary network
+// profile, with Ready=True. A second live candidate blocks readiness even
+// when the first is Ready. A held runtime failure of the candidate is
+// reported with its code.
+func ProviderHarnessReady(list *corev1.PodList, namespace string, want map[string]string) Readiness {
+	if list == nil {
+		return Readiness{Reason: ReasonMalformedList}
+	}
+	if list.Continue != "" || list.RemainingItemCount != nil {
+		return Readiness{Reason: ReasonPaginated}
+	}
+	var cands []*corev1.Pod
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Name == "" || p.UID == "" {
+			return Readiness{Reason: ReasonMalformedPod}
+		}
+		if p.Namespace != namespace {
+			return Readiness{Reason: ReasonForeignPod, Pod: p.Name}
+		}
+		for k, v := range want {
+			if got, ok := p.Labels[k]; !ok || got != v {
+				return Readiness{Reason: ReasonForeignPod, Pod: p.Name}
+			}
+		}
+		if _, _, ok := readyCondition(p); !ok {
+			return Readiness{Reason: ReasonMalformedPod, Pod: p.Name}
+		}
+		if _, _, ok := heldFailure(p); !ok {
+			return Readiness{Reason: ReasonMalformedPod, Pod: p.Name}
+		}
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		cands = append(cands, p)
+	}
+	switch len(cands) {
+	case 0:
+		return Readiness{Reason: ReasonNoCandidate}
+	case 1:
+	default:
+		return Readiness{Reason: ReasonMultipleCandidate}
+	}
+	p := cands[0]
+	if p.Labels[LabelNetworkProfile] != NetworkProfileOrdinary {
+		return Readiness{Reason: ReasonNoNetworkProfile, Pod: p.Name}
+	}
+	if code, cause, _ := heldFailure(p); code != "" {
+		return Readiness{Reason: ReasonHeld, Pod: p.Name, HeldCode: code, Cause: cause}
+	}
+	if ready, _, _ := readyCondition(p); !ready {
+		return Readiness{Reason: ReasonPodNotReady, Pod: p.Name}
+	}
+	return Readiness{Ready: true, Reason: ReasonReady, Pod: p.Name}
+}
+
+// readyCondition returns whether the Pod is Ready, whether it has a Ready
+// condition, and false in ok when the conditions are malformed (duplicate
+// Ready, unknown status).
+func readyCondition(p *corev1.Pod) (ready, present, ok bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type != corev1.PodReady {
+			continue
+		}
+		if present {
+			return false, true, false
+		}
+		present = true
+		switch c.Status {
+		case corev1.ConditionTrue:
+			ready = true
+		case corev1.ConditionFalse, corev1.ConditionUnknown:
+		default:
+			return false, true, false
+		}
+	}
+	return ready, present, true
+}
+
+// heldFailure reads the runtime-failure condition; ok is false when it is
+// malformed (duplicate, unknown code, bad message).
+func heldFailure(p *corev1.Pod) (code codes.Code, cause *codes.Cause, ok bool) {
+	seen := false
+	for _, c := range p.Status.Conditions {
+		if c.Type != ConditionRuntimeFailure {
+			continue
+		}
+		if seen {
+			return "", nil, false
+		}
+		seen = true
+		switch c.Status {
+		case corev1.ConditionFalse, corev1.ConditionUnknown:
+			continue
+		case corev1.ConditionTrue:
+		default:
+			return "", nil, false
+		}
+		cd := codes.Code(c.Reason)
+		if !codes.IsRuntimeDiagnostic(cd) {
+			return "", nil, false
+		}
+		var m heldMessage
+		if strings.TrimSpace(c.Message) != "" {
+			if err := json.Unmarshal([]byte(c.Message), &m); err != nil {
+				return "", nil, false
+			}
+			if m.Cause != nil && !codes.IsCauseKind(m.Cause.Kind) {
+				return "", nil, false
+			}
+		}
+		code, cause = cd, m.Cause
+	}
+	return code, cause, true
+}
+
+// How a held startup failure reaches the coordinator (docs/kubernetes.md,
+// "Held failures"): the supervisor's exec readiness probe (`gatewayd
+// ready`, `harnessd ready`) prints the held reason ("runtime not ready;
+// startup check <check> failed with <CODE>") and kubelet records it in the
+// Pod's "Unhealthy" Event ("Readiness probe failed: <output>"). The driver
+// reads that Event. The Pod gets no API credential and no new network
+// path is opened to it: kubelet, which already runs the probe, is the
+// reporter, and the driver needs only list on Events in the namespaces it
+// manages.
+const (
+	eventReasonUnhealthy = "Unhealthy"
+	eventSourceKubelet   = "kubelet"
+	readinessFailed      = "Readiness probe failed:"
+)
+
+// heldFromProbe upgrades a not-ready verdict to a held one when kubelet
+// reported, for the Pod's current container instances, a readiness probe
+// failure carrying a held reason. A malformed or foreign Event is ignored.
+func (d *Driver) heldFromProbe(ctx context.Context, p *corev1.Pod, r Readiness) (Readiness, error) {
+	since, ok := containersStarted(p)
+	if !ok {
+		return r, nil // a container has not started: nothing can be held yet
+	}
+	sel := fields.Set{"involvedObject.uid": string(p.UID), "reason": eventReasonUnhealthy}.AsSelector().String()
+	l, err := d.c.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return Readiness{}, transient(err)
+	}
+	var newest time.Time
+	for _, e := range l.Items {
+		if e.InvolvedObject.UID != p.UID || e.InvolvedObject.Kind != "Pod" || e.Reason != eventReasonUnhealthy ||
+			(e.Source.Component != eventSourceKubelet && e.ReportingController != eventSourceKubelet) ||
+			!strings.HasPrefix(e.Message, readinessFailed) {
+			continue
+		}
+		at := eventTime(e)
+		if at.Before(since) || at.Before(newest) {
+			continue // an earlier container instance's, or older than one already taken
+		}
+		if _, code, ok := status.ParseHeldReason(e.Message); ok {
+			newest = at
+			r = Readiness{Reason: ReasonHeld, Pod: p.Name, HeldCode: code}
+		}
+	}
+	return r, nil
+}
+
+// containersStarted returns the latest start time of the Pod's running
+// containers; ok is false unless every container runs.
+func containersStarted(p *corev1.Pod) (time.Time, bool) {
+	var latest time.Time
+	if len(p.Status.ContainerStatuses) == 0 {
+		return latest, false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running == nil {
+			return latest, false
+		}
+		if t := cs.State.Running.StartedAt.Time; t.After(latest) {
+			latest = t
+		}
+	}
+	// Event and start times have one-second resolution in the core API.
+	return latest.Truncate(time.Second), true
+}
+
+func eventTime(e corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	}
+	return e.FirstTimestamp.Time
 }

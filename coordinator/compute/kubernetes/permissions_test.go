@@ -3,23 +3,35 @@ package kubernetes
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
 )
 
-// recorder notes every API access a client makes.
+// recorder notes every API access a client makes, cluster-wide and inside
+// namespaces apart, and every namespace it touches.
 type recorder struct {
-	mu     sync.Mutex
-	seen   map[Permission]bool
-	paused bool
+	mu         sync.Mutex
+	cluster    map[Permission]bool
+	namespaced map[Permission]bool
+	namespaces map[string]bool
+	paused     bool
+}
+
+func newRecorder() *recorder {
+	return &recorder{cluster: map[Permission]bool{}, namespaced: map[Permission]bool{}, namespaces: map[string]bool{}}
 }
 
 // off runs the test's own API calls (planting Pods) unrecorded.
@@ -40,15 +52,38 @@ func (r *recorder) react(a k8stesting.Action) (bool, runtime.Object, error) {
 		return false, nil, nil
 	}
 	gvr := a.GetResource()
-	r.seen[Permission{Verb: a.GetVerb(), Group: gvr.Group, Resource: gvr.Resource, Subresource: a.GetSubresource()}] = true
+	switch gvr.Group {
+	case "authorization.k8s.io", "authentication.k8s.io":
+		// Self reviews (the start-time check, who am I): every
+		// authenticated identity may make them (system:basic-user).
+		return false, nil, nil
+	}
+	p := Permission{Verb: a.GetVerb(), Group: gvr.Group, Resource: gvr.Resource, Subresource: a.GetSubresource()}
+	if gvr.Resource == "clusterroles" {
+		p.Name = a.(k8stesting.GetAction).GetName() // granted by name only
+	}
+	if a.GetNamespace() != "" {
+		r.namespaces[a.GetNamespace()] = true
+	}
+	// The RoleBinding that grants the namespaced permissions cannot itself
+	// be granted inside the namespace beforehand: cluster-wide.
+	if a.GetNamespace() == "" || gvr.Resource == "rolebindings" {
+		r.cluster[p] = true
+	} else {
+		r.namespaced[p] = true
+	}
+	if c, ok := a.(k8stesting.CreateAction); ok && gvr.Resource == "rolebindings" {
+		// RBAC refuses to create a binding of a role the creator neither
+		// holds nor may bind: creating one implies bind on its role.
+		rb := c.GetObject().(*rbacv1.RoleBinding)
+		r.cluster[Permission{Verb: "bind", Group: groupRBAC, Resource: "clusterroles", Name: rb.RoleRef.Name}] = true
+	}
 	return false, nil, nil
 }
 
-func (r *recorder) list() []Permission {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]Permission, 0, len(r.seen))
-	for p := range r.seen {
+func recorded(m map[Permission]bool) []Permission {
+	out := make([]Permission, 0, len(m))
+	for p := range m {
 		out = append(out, p)
 	}
 	sortPermissions(out)
@@ -66,13 +101,27 @@ func sortPermissions(ps []Permission) {
 // declared list — nothing missing (the deploy bundle's ClusterRole would
 // deny it), nothing extra (the ClusterRole would grant more than needed).
 func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
-	rec := &recorder{seen: map[Permission]bool{}}
+	rec := newRecorder()
 	d, cs, st := newFakeStatus(t)
-	cs.PrependReactor("*", "*", rec.react)
+	d.cfg.Subject = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "oce-system", Name: "oce-coordinator"}
+	d.cfg.ProbeBeforeCutover = true // the default activation order: a staged replacement's probe Pod
 	ctx := context.Background()
+	_, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: NamespaceRole},
+		Rules: NamespaceRoleRules()}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+		r.Status.Allowed = true
+		return true, r, nil
+	})
+	cs.PrependReactor("*", "*", rec.react)
 
-	// embedded: create, activate, replace, stop, retire
-	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: "ns1"}))
+	// the start-time check, then embedded: create, activate, replace,
+	// stop, retire — in a Namespace with a quota that changes and goes
+	require.NoError(t, CheckPermissions(ctx, cs))
+	quota := &state.NamespaceQuota{Agents: 2, CPU: "8", Memory: "16Gi", Storage: "100Gi"}
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: "ns1", Quota: quota}))
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: "ns1", Quota: &state.NamespaceQuota{Agents: 3, CPU: "8"}}))
 	r1 := embeddedRev("r1")
 	require.NoError(t, d.PrepareRevision(ctx, r1))
 	p1, err := d.planFor(r1)
@@ -84,6 +133,9 @@ func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
 	require.NoError(t, d.ActivateRevision(ctx, r1))
 	r2 := embeddedRev("r2")
 	require.NoError(t, d.PrepareRevision(ctx, r2))
+	p2, err := d.planFor(r2)
+	require.NoError(t, err)
+	rec.off(func() { probeStatus(t, cs, p2, true, time.Now(), "") })
 	require.NoError(t, d.ActivateRevision(ctx, r2))
 	rec.off(func() { require.NoError(t, cs.CoreV1().Pods(p1.gw).Delete(ctx, "gateway-r1", deleteNow())) })
 	_, err = d.StopRevision(ctx, r1)
@@ -129,7 +181,19 @@ func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
 	}
 	require.NoError(t, d.RetireRevision(ctx, rd))
 
-	// teardown: Agent credentials, then the Namespace
+	// credential sources: create, rotate, resolve, register, withdraw
+	store := d.CredentialStore()
+	require.NoError(t, store.PutCredential(ctx, state.Namespace{ID: "ns1"}, "model", 1, map[string][]byte{"value": []byte("v1")}))
+	require.NoError(t, store.PutCredential(ctx, state.Namespace{ID: "ns1"}, "model", 2, map[string][]byte{"value": []byte("v2")}))
+	_, err = NamespaceSecrets(cs).Resolve(ctx, state.Revision{NamespaceID: "ns1", Harness: state.HarnessIdentity{ID: state.HarnessOpenClaw},
+		HarnessAuth: &state.HarnessAuth{Method: "api_key", SourceRef: "credential:model"}})
+	require.NoError(t, err)
+	_, err = store.ReadLocation(ctx, state.Namespace{ID: "ns1"}, "secret:"+DataPlaneNamespace("ns1")+"/credential-model")
+	require.ErrorIs(t, err, compute.ErrLocationRefused)
+	require.NoError(t, store.DeleteCredential(ctx, state.Namespace{ID: "ns1"}, "model"))
+
+	// teardown: Agent credentials, the quota, then the Namespace
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: "ns1"}))
 	_, err = d.StopRevision(ctx, r2)
 	require.NoError(t, err)
 	require.NoError(t, d.RetireRevision(ctx, r2))
@@ -138,9 +202,56 @@ func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
 	require.NoError(t, d.DeleteNamespace(ctx, state.Namespace{ID: "ns1"}))
 	require.NoError(t, d.DeleteNamespace(ctx, state.Namespace{ID: "ns2"}))
 
-	want := append([]Permission{}, Permissions...)
-	sortPermissions(want)
-	require.Equal(t, want, rec.list())
+	require.Equal(t, ClusterPermissions, recorded(rec.cluster), "cluster-wide")
+	require.Equal(t, NamespacePermissions, recorded(rec.namespaced), "inside managed namespaces")
+	managed := map[string]bool{}
+	for _, id := range []string{"ns1", "ns2"} {
+		managed[DataPlaneNamespace(id)], managed[GatewayNamespace(id)] = true, true
+	}
+	for ns := range rec.namespaces {
+		require.True(t, managed[ns], "the driver touches only namespaces it manages, not %s", ns)
+	}
+	require.Equal(t, Permissions, append(append([]Permission{}, ClusterPermissions...), NamespacePermissions...))
+}
+
+// The start-time check names every missing access: cluster-wide ones by
+// access review, namespaced ones by the ClusterRole NamespaceRole's rules
+// (missing role: all of them).
+func TestCheckPermissionsNamesMissing(t *testing.T) {
+	ctx := context.Background()
+	cs := newClientset()
+	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+		r.Status.Allowed = r.Spec.ResourceAttributes.Verb != "bind"
+		return true, r, nil
+	})
+	err := CheckPermissions(ctx, cs)
+	require.ErrorIs(t, err, ErrMissingPermission)
+	require.Contains(t, err.Error(), "bind rbac.authorization.k8s.io/clusterroles "+NamespaceRole)
+	for _, p := range NamespacePermissions {
+		require.Contains(t, err.Error(), p.String())
+	}
+	require.NotContains(t, err.Error(), "create namespaces")
+
+	rules := NamespaceRoleRules()
+	rules[0].Verbs = rules[0].Verbs[1:] // one verb short
+	_, err = cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: NamespaceRole},
+		Rules: rules}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	err = CheckPermissions(ctx, cs)
+	require.ErrorIs(t, err, ErrMissingPermission)
+	require.Equal(t, 2, strings.Count(err.Error(), ", ")+1, err.Error())
+
+	sub, err := SubjectOf("system:serviceaccount:oce-system:oce-coordinator")
+	require.NoError(t, err)
+	require.Equal(t, rbacv1.Subject{Kind: "ServiceAccount", Namespace: "oce-system", Name: "oce-coordinator"}, sub)
+	sub, err = SubjectOf("admin")
+	require.NoError(t, err)
+	require.Equal(t, rbacv1.Subject{Kind: "User", APIGroup: groupRBAC, Name: "admin"}, sub)
+	for _, bad := range []string{"", "system:serviceaccount:ns", "system:serviceaccount::x"} {
+		_, err = SubjectOf(bad)
+		require.Error(t, err, bad)
+	}
 }
 
 func deleteNow() metav1.DeleteOptions { return metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))} }

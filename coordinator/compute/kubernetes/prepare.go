@@ -2,14 +2,19 @@ package kubernetes
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/compute"
@@ -17,6 +22,121 @@ import (
 	"oce.dev/oce/shared/codes"
 	"oce.dev/oce/shared/contract"
 )
+
+// PrepareRevision implements compute.Driver. It creates, in order, the
+// Agent's ServiceAccounts, Secrets, claims (never waited on for Bound) and
+// Services (inactive selector), the revision's ConfigMaps, model Secret,
+// policies and Harness, then the Gateway: for embedded only when the Agent
+// has none yet (otherwise the replacement is staged and activation switches
+// it); for dedicated once the candidate Harness Pod runs, keeping a healthy
+// predecessor Gateway and replacing an unhealthy one.
+func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error {
+	p, err := d.planFor(rev)
+	if err != nil {
+		return err
+	}
+	if d.preparedLevel(rev.ID) == levelComplete {
+		// Engine passes repeat preparation on every readiness poll: once
+		// everything exists, only check that the workloads are still there.
+		ok, err := d.stillPrepared(ctx, p)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if p.topo == contract.DedicatedCodex {
+				return d.ensureEnrollment(ctx, p)
+			}
+			return nil
+		}
+	}
+	if err := d.requireNamespace(ctx, rev.NamespaceID, false); err != nil {
+		return err
+	}
+	if p.topo == contract.DedicatedCodex {
+		if err := d.requireNamespace(ctx, rev.NamespaceID, true); err != nil {
+			return err
+		}
+	}
+	creds, keys, err := d.credentials(ctx, rev)
+	if err != nil {
+		return err
+	}
+	d.markStopped(rev.ID, false)
+	if d.preparedLevel(rev.ID) < levelObjects {
+		if err := d.prepareObjects(ctx, p, creds, keys); err != nil {
+			return err
+		}
+		d.setPrepared(rev.ID, levelObjects)
+	}
+	done, err := d.prepareGateway(ctx, p, keys)
+	if err != nil || !done {
+		return err
+	}
+	d.setPrepared(rev.ID, levelComplete)
+	if p.topo == contract.DedicatedCodex {
+		return d.ensureEnrollment(ctx, p)
+	}
+	return nil
+}
+
+// Preparation levels a revision reaches (kept in memory only: a new
+// process re-checks everything once).
+const (
+	levelObjects  = 1 // identity, Secrets, claims, Services, ConfigMaps, policies, Harness
+	levelComplete = 2 // and the Gateway needs no further step
+)
+
+func (d *Driver) setPrepared(revID string, level int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if level == 0 {
+		delete(d.prepared, revID)
+	} else {
+		d.prepared[revID] = level
+	}
+}
+
+func (d *Driver) preparedLevel(revID string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.prepared[revID]
+}
+
+// stillPrepared reports whether the revision's workloads still exist as
+// prepared (the Gateway Deployment of the Agent, and the Harness).
+func (d *Driver) stillPrepared(ctx context.Context, p *plan) (bool, error) {
+	gw, err := d.c.AppsV1().Deployments(p.gw).Get(ctx, p.n.gateway, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, transient(err)
+	}
+	if !p.agentOwn.owns(gw.Labels, gw.Annotations, true) {
+		return false, foreign(p.gw, p.n.gateway)
+	}
+	if gw.DeletionTimestamp != nil {
+		return false, nil
+	}
+	if p.topo == contract.Embedded {
+		return true, nil
+	}
+	if gw.Labels[LabelRevision] != p.rev.ID && !deploymentHealthy(gw) {
+		return false, nil // the kept predecessor Gateway failed: repair
+	}
+	h, err := d.c.AppsV1().Deployments(p.dp).Get(ctx, p.n.harness, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, transient(err)
+	}
+	return p.own.owns(h.Labels, h.Annotations, false) && h.DeletionTimestamp == nil, nil
+}
+
+func deploymentHealthy(dep *appsv1.Deployment) bool {
+	return dep.DeletionTimestamp == nil && dep.Status.ObservedGeneration >= dep.Generation && dep.Status.ReadyReplicas > 0
+}
 
 // modelKeys are the only Secret keys a model credential may use; each is
 // projected as a file. contract.SecretCodexWorkspaceID may come with them
@@ -54,60 +174,12 @@ func (d *Driver) credentials(ctx context.Context, rev state.Revision) (map[strin
 	return data, keys, nil
 }
 
-// PrepareRevision implements compute.Driver. It creates, in order, the
-// Agent's ServiceAccounts, Secrets, claims (never waited on for Bound) and
-// Services (inactive selector), the revision's ConfigMaps, model Secret,
-// policies and Harness, then the Gateway: for embedded only when the Agent
-// has none yet (otherwise the replacement is staged and activation switches
-// it); for dedicated once the candidate Harness Pod runs, keeping a healthy
-// predecessor Gateway and replacing an unhealthy one.
-func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error {
-	p, err := d.planFor(rev)
-	if err != nil {
-		return err
+// loginMode is the revision's Codex login mode (api_key when unbound).
+func loginMode(rev state.Revision) string {
+	if a := rev.HarnessAuth; a != nil && a.Method != "" {
+		return a.Method
 	}
-	if d.preparedLevel(rev.ID) == levelComplete {
-		// Engine passes repeat preparation on every readiness poll: once
-		// everything exists, only check that the workloads are still there.
-		ok, err := d.stillPrepared(ctx, p)
-		if err != nil {
-			return err
-		}
-		if ok {
-			if p.topo == contract.DedicatedCodex {
-				return d.ensureEnrollment(ctx, p)
-			}
-			return nil
-		}
-	}
-	if err := d.requireDataPlaneNamespace(ctx, rev.NamespaceID); err != nil {
-		return err
-	}
-	if p.topo == contract.DedicatedCodex {
-		if err := d.requireGatewayNamespace(ctx, rev.NamespaceID); err != nil {
-			return err
-		}
-	}
-	creds, keys, err := d.credentials(ctx, rev)
-	if err != nil {
-		return err
-	}
-	d.markStopped(rev.ID, false)
-	if d.preparedLevel(rev.ID) < levelObjects {
-		if err := d.prepareObjects(ctx, p, creds, keys); err != nil {
-			return err
-		}
-		d.setPrepared(rev.ID, levelObjects)
-	}
-	done, err := d.prepareGateway(ctx, p, keys)
-	if err != nil || !done {
-		return err
-	}
-	d.setPrepared(rev.ID, levelComplete)
-	if p.topo == contract.DedicatedCodex {
-		return d.ensureEnrollment(ctx, p)
-	}
-	return nil
+	return contract.LoginAPIKey
 }
 
 // prepareObjects creates everything but the Gateway Deployment.
@@ -182,9 +254,10 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 		if _, err := ensure(ctx, core.Services(p.dp), harnessRevisionService(p), ro); err != nil {
 			return err
 		}
-		// The one-use enrollment Secret starts empty: the setup code is
-		// minted once the Gateway serving the bootstrap is ready.
-		if _, err := d.enrollmentSecret(ctx, p); err != nil {
+		// The one-use enrollment Secret: the node's identity when the
+		// Agent has no node yet (so the Gateway starts pinned); the setup
+		// code is minted once the Gateway serving the bootstrap is ready.
+		if err := d.provisionNode(ctx, p); err != nil {
 			return err
 		}
 		if _, err := ensure(ctx, d.c.AppsV1().Deployments(p.dp), d.harnessDeployment(p, keys), ro); err != nil {
@@ -192,38 +265,6 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 		}
 	}
 	return nil
-}
-
-// stillPrepared reports whether the revision's workloads still exist as
-// prepared (the Gateway Deployment of the Agent, and the Harness).
-func (d *Driver) stillPrepared(ctx context.Context, p *plan) (bool, error) {
-	gw, err := d.c.AppsV1().Deployments(p.gw).Get(ctx, p.n.gateway, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, transient(err)
-	}
-	if !p.agentOwn.owns(gw.Labels, gw.Annotations, true) {
-		return false, foreign(p.gw, p.n.gateway)
-	}
-	if gw.DeletionTimestamp != nil {
-		return false, nil
-	}
-	if p.topo == contract.Embedded {
-		return true, nil
-	}
-	if gw.Labels[LabelRevision] != p.rev.ID && !deploymentHealthy(gw) {
-		return false, nil // the kept predecessor Gateway failed: repair
-	}
-	h, err := d.c.AppsV1().Deployments(p.dp).Get(ctx, p.n.harness, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, transient(err)
-	}
-	return p.own.owns(h.Labels, h.Annotations, false) && h.DeletionTimestamp == nil, nil
 }
 
 // prepareGateway reports done once the Gateway needs no further step.
@@ -245,7 +286,9 @@ func (d *Driver) prepareGateway(ctx context.Context, p *plan, keys []string) (bo
 	}
 	if p.topo == contract.Embedded {
 		if exists {
-			return true, nil // staged: activation switches the shared Gateway (Recreate)
+			// staged: activation switches the shared Gateway (Recreate); the
+			// model probe runs before that, in a probe Pod
+			return true, d.ensureProbe(ctx, p, keys)
 		}
 		_, err := ensure(ctx, deps, d.gatewayDeployment(p, keys, "", ""), p.own)
 		return err == nil, err
@@ -274,23 +317,6 @@ func (d *Driver) prepareGateway(ctx context.Context, p *plan, keys []string) (bo
 	return err == nil, err
 }
 
-// nodeRouteURL is the Agent's node route as the setup codes name it
-// (nodeRoutePublicURL), read from its exactly owned Service.
-func (d *Driver) nodeRouteURL(ctx context.Context, p *plan) (string, error) {
-	svc, err := d.c.CoreV1().Services(p.gw).Get(ctx, p.n.nodeRoute, metav1.GetOptions{})
-	if err != nil {
-		return "", transient(err)
-	}
-	if !p.agentOwn.owns(svc.Labels, svc.Annotations, false) {
-		return "", foreign(p.gw, p.n.nodeRoute)
-	}
-	url, err := nodeRoutePublicURL(svc)
-	if err != nil {
-		return "", transient(err)
-	}
-	return url, nil
-}
-
 // harnessRunning reports whether the candidate Harness has a live Pod whose
 // containers run (it is "otherwise ready": enrollment needs a Gateway).
 func (d *Driver) harnessRunning(ctx context.Context, p *plan) (bool, error) {
@@ -306,33 +332,269 @@ func (d *Driver) harnessRunning(ctx context.Context, p *plan) (bool, error) {
 	return false, nil
 }
 
-func deploymentHealthy(dep *appsv1.Deployment) bool {
-	return dep.DeletionTimestamp == nil && dep.Status.ObservedGeneration >= dep.Generation && dep.Status.ReadyReplicas > 0
+// getCreator is the part of a typed client-go resource client ensure uses.
+type getCreator[T metav1.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
 }
 
-// switchGateway points the Agent's Gateway Deployment at p's revision (the
-// Recreate strategy stops the old Pod first), conditional on the
-// resourceVersion read.
-func (d *Driver) switchGateway(ctx context.Context, cur *appsv1.Deployment, p *plan, keys []string) error {
-	node, public := "", ""
+// ensure creates obj unless an object of its name exists; an existing one
+// must carry exactly obj's owner, or the call fails closed with
+// FOREIGN_WORKLOAD. It returns the stored object.
+func ensure[T metav1.Object](ctx context.Context, c getCreator[T], obj T, o owner) (T, error) {
+	cur, err := c.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if err == nil {
+		if !o.owns(cur.GetLabels(), cur.GetAnnotations(), false) {
+			return cur, foreign(obj.GetNamespace(), obj.GetName())
+		}
+		return cur, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return cur, transient(err)
+	}
+	created, err := c.Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return ensure(ctx, c, obj, o) // lost a race: verify the winner's owner
+	}
+	if err != nil {
+		return created, transient(err)
+	}
+	return created, nil
+}
+
+func randomToken() []byte {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return []byte(hex.EncodeToString(b))
+}
+
+func serviceAccount(name, ns string, o owner) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{ObjectMeta: meta(name, ns, o, map[string]string{LabelServiceAccount: name}),
+		AutomountServiceAccountToken: ptr(false)}
+}
+
+func secret(name, ns string, o owner, data map[string][]byte) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: meta(name, ns, o, nil), Type: corev1.SecretTypeOpaque, Data: data}
+}
+
+func claim(name, ns string, o owner, size, class string) *corev1.PersistentVolumeClaim {
+	c := &corev1.PersistentVolumeClaim{
+		ObjectMeta: meta(name, ns, o, nil),
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		},
+	}
+	if class != "" {
+		c.Spec.StorageClassName = ptr(class)
+	}
+	return c
+}
+
+func configMap(name, ns string, o owner, key string, doc []byte) *corev1.ConfigMap {
+	if len(doc) == 0 {
+		doc = []byte("{}")
+	}
+	return &corev1.ConfigMap{ObjectMeta: meta(name, ns, o, nil), Immutable: ptr(true), Data: map[string]string{key: string(doc)}}
+}
+
+// gatewayService is the Agent's stable Gateway Service. Until activation
+// its selector carries the non-matching <name>-inactive value.
+func gatewayService(p *plan, active bool) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: meta(p.n.gateway, p.gw, p.agentOwn, map[string]string{LabelRole: RoleGateway}),
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: gatewayServiceSelector(p, active),
+			Ports: []corev1.ServicePort{{Name: "http", Port: contract.GatewayPort, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}},
+	}
+}
+
+// gatewayServiceSelector carries the Namespace, Agent and gateway role
+// labels without a revision, so the stable route is not tied to one.
+func gatewayServiceSelector(p *plan, active bool) map[string]string {
+	s := merge(p.gwPodSel)
+	if !active {
+		s[LabelName] = p.n.inactiveGateway
+	}
+	return s
+}
+
+// harnessService is the Agent's dedicated Harness Service; its active
+// selector carries the Namespace, Agent, revision and role labels plus the
+// Compute-owned workload name (docs/design/seed-000.md#step-2).
+func harnessService(p *plan, active bool) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: meta(p.n.agent, p.dp, p.agentOwn, map[string]string{LabelRole: RoleAgent}),
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: harnessServiceSelector(p, active),
+			Ports: []corev1.ServicePort{
+				{Name: "websocket", Port: contract.AppServerPort, TargetPort: intstr.FromString("websocket"), Protocol: corev1.ProtocolTCP},
+				{Name: "plugin-status", Port: contract.StatusPort, TargetPort: intstr.FromString("plugin-status"), Protocol: corev1.ProtocolTCP},
+			}},
+	}
+}
+
+func harnessServiceSelector(p *plan, active bool) map[string]string {
+	if !active {
+		return merge(p.agentOwn.labels(), map[string]string{LabelRole: RoleAgent, LabelName: p.n.inactiveAgent})
+	}
+	return merge(p.harPodSel)
+}
+
+// nodeRouteService is the Agent's nonserving node bootstrap route in the
+// Gateway namespace: only the Gateway port, selecting the Agent's Gateway
+// Pods (no revision). It is never published; workspace nodes use it.
+func nodeRouteService(p *plan) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: meta(p.n.nodeRoute, p.gw, p.agentOwn, map[string]string{LabelRole: RoleGateway}),
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: merge(p.gwPodSel),
+			Ports: []corev1.ServicePort{{Name: "http", Port: contract.GatewayPort, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}},
+	}
+}
+
+// harnessRevisionService is the revision's own Harness Service (revision
+// owned, retired with it): the exact revision's Harness Pods, for that
+// revision's Gateway only.
+func harnessRevisionService(p *plan) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: meta(p.n.harness, p.dp, p.own, map[string]string{LabelRole: RoleAgent}),
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: merge(p.harPodSel),
+			Ports: []corev1.ServicePort{
+				{Name: "websocket", Port: contract.AppServerPort, TargetPort: intstr.FromString("websocket"), Protocol: corev1.ProtocolTCP},
+				{Name: "plugin-status", Port: contract.StatusPort, TargetPort: intstr.FromString("plugin-status"), Protocol: corev1.ProtocolTCP},
+			}},
+	}
+}
+
+// privateRanges are excluded from model egress (docs/design/reference.md#s8-3).
+var privateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"}
+
+// ModelProviderPort is the port of the default model egress rule.
+const ModelProviderPort = 443
+
+// modelEgress is the model-holding Pod's egress: Config.ModelEgress, or
+// (unset) any public address on TCP 443 — the providers' own endpoints.
+func (d *Driver) modelEgress() []networkingv1.NetworkPolicyEgressRule {
+	if len(d.cfg.ModelEgress) == 0 {
+		return []networkingv1.NetworkPolicyEgressRule{{
+			To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: privateRanges}}},
+			Ports: tcpPorts(ModelProviderPort),
+		}}
+	}
+	out := make([]networkingv1.NetworkPolicyEgressRule, 0, len(d.cfg.ModelEgress))
+	for _, e := range d.cfg.ModelEgress {
+		out = append(out, networkingv1.NetworkPolicyEgressRule{
+			To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: e.CIDR}}}, Ports: tcpPorts(e.Port)})
+	}
+	return out
+}
+
+// revisionPolicies renders the revision's allow policies; with the
+// namespaces' default-deny and allow-dns they are everything a Pod may
+// send or receive (docs/kubernetes.md, "Network isolation"):
+//   - the model-holding Pod (embedded Gateway, dedicated Harness) may reach
+//     the model provider (modelEgress);
+//   - a Gateway's port admits the Agent's own Harness (its workspace node,
+//     of any revision: a candidate node enrolls with the kept predecessor
+//     Gateway) and the configured ingress (Config.Ingress: the published
+//     route's proxy); its status port admits the coordinator's Pods
+//     (Config.Coordinator: setup codes, node lists, relayed turns);
+//   - a dedicated Gateway may reach its own revision's Harness (app-server,
+//     plugin status), which admits that Gateway only; the Harness may reach
+//     its Agent's Gateways' port (the node route).
+//
+// Every peer is named by its namespace AND the exact Namespace/Agent
+// (revision) role labels with the ordinary network profile, so neither
+// another Agent of the same namespace nor any Pod elsewhere matches.
+func (d *Driver) revisionPolicies(p *plan) []*networkingv1.NetworkPolicy {
+	gwSel := merge(p.gatewayWantLabels(), map[string]string{LabelNetworkProfile: NetworkProfileOrdinary})
+	harSel := merge(p.harnessWantLabels(), map[string]string{LabelNetworkProfile: NetworkProfileOrdinary})
+	runtimeSel := harSel
+	if p.topo == contract.Embedded {
+		runtimeSel = gwSel
+	}
+	out := []*networkingv1.NetworkPolicy{{
+		ObjectMeta: meta(p.n.policyRuntime, p.dp, p.own, nil),
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: runtimeSel},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, Egress: d.modelEgress()},
+	}}
+	var gatewayPortFrom []networkingv1.NetworkPolicyPeer
 	if p.topo == contract.DedicatedCodex {
-		var err error
-		if node, err = d.workspaceNode(ctx, p); err != nil {
-			return err
-		}
-		if public, err = d.nodeRouteURL(ctx, p); err != nil {
-			return err
-		}
+		gatewayPortFrom = append(gatewayPortFrom, peer(p.dp, merge(p.agentOwn.labels(), map[string]string{LabelRole: RoleAgent})))
 	}
-	want := d.gatewayDeployment(p, keys, node, public)
-	next := cur.DeepCopy()
-	next.Labels = merge(cur.Labels, want.Labels)
-	next.Annotations = merge(cur.Annotations, want.Annotations)
-	next.Spec.Template = want.Spec.Template
-	next.Spec.Strategy = want.Spec.Strategy
-	next.Spec.Replicas = want.Spec.Replicas
-	if _, err := d.c.AppsV1().Deployments(p.gw).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
-		return transient(err)
+	gatewayPortFrom = append(gatewayPortFrom, d.ingressPeers()...)
+	var ingress []networkingv1.NetworkPolicyIngressRule
+	if len(gatewayPortFrom) > 0 {
+		ingress = append(ingress, networkingv1.NetworkPolicyIngressRule{From: gatewayPortFrom, Ports: tcpPorts(contract.GatewayPort)})
 	}
-	return nil
+	ingress = append(ingress, d.coordinatorIngress()...)
+	gatewayPolicy := &networkingv1.NetworkPolicy{
+		ObjectMeta: meta(p.n.policyGateway, p.gw, p.own, nil),
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: gwSel},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, Ingress: ingress},
+	}
+	out = append(out, gatewayPolicy)
+	if p.topo == contract.Embedded {
+		return out
+	}
+	harPeer := peer(p.dp, p.harnessWantLabels())
+	gatewayPolicy.Spec.PolicyTypes = append(gatewayPolicy.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+	gatewayPolicy.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{harPeer},
+		Ports: tcpPorts(contract.AppServerPort, contract.StatusPort)}}
+	out = append(out, &networkingv1.NetworkPolicy{ // allow-gateway-agent, Harness side
+		ObjectMeta: meta(p.n.policyHarness, p.dp, p.own, nil),
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: harSel},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{peer(p.gw, p.gatewayWantLabels())},
+				Ports: tcpPorts(contract.AppServerPort, contract.StatusPort)}},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{peer(p.gw, p.gwPodSel)},
+				Ports: tcpPorts(contract.GatewayPort)}}},
+	})
+	return out
+}
+
+// peer selects exactly the other side: its namespace by name AND its Pods
+// by the exact owner and role labels plus the network profile.
+func peer(ns string, podLabels map[string]string) networkingv1.NetworkPolicyPeer {
+	return networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: merge(podLabels, map[string]string{LabelNetworkProfile: NetworkProfileOrdinary})},
+	}
+}
+
+func tcpPorts(ports ...int) []networkingv1.NetworkPolicyPort {
+	out := make([]networkingv1.NetworkPolicyPort, 0, len(ports))
+	for _, p := range ports {
+		out = append(out, networkingv1.NetworkPolicyPort{Protocol: ptr(corev1.ProtocolTCP), Port: ptr(intstr.FromInt(p))})
+	}
+	return out
+}
+
+// ingressPeers is the configured ingress (the published route's proxy),
+// admitted to the Gateway port; none when unconfigured.
+func (d *Driver) ingressPeers() []networkingv1.NetworkPolicyPeer {
+	in := d.cfg.Ingress
+	if len(in.NamespaceLabels) == 0 {
+		return nil
+	}
+	p := networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{MatchLabels: merge(in.NamespaceLabels)}}
+	if len(in.PodLabels) > 0 {
+		p.PodSelector = &metav1.LabelSelector{MatchLabels: merge(in.PodLabels)}
+	}
+	return []networkingv1.NetworkPolicyPeer{p}
+}
+
+// coordinatorIngress admits the coordinator to a Gateway's status port
+// (setup codes, node lists and relayed turns go to gatewayd there), when
+// the driver knows where the coordinator's Pods are.
+func (d *Driver) coordinatorIngress() []networkingv1.NetworkPolicyIngressRule {
+	c := d.cfg.Coordinator
+	if c.Namespace == "" || len(c.PodLabels) == 0 {
+		return nil
+	}
+	return []networkingv1.NetworkPolicyIngressRule{{
+		From: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": c.Namespace}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: merge(c.PodLabels)},
+		}},
+		Ports: tcpPorts(contract.StatusPort),
+	}}
 }

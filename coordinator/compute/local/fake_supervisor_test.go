@@ -137,7 +137,11 @@ func fakeMain() {
 			mu.Unlock()
 			nodes := []map[string]any{}
 			if ok {
-				nodes = append(nodes, map[string]any{"nodeId": "node-1", "connected": true, "commands": []string{"file.read"}})
+				id := "node-1" // a node with an identity of its own
+				if b, err := os.ReadFile(filepath.Join(os.Getenv("OCE_NODE_WORKSPACE_DIR"), ".fake-node-id")); err == nil {
+					id = string(b) // the provisioned identity it adopted
+				}
+				nodes = append(nodes, map[string]any{"nodeId": id, "connected": true, "commands": []string{"file.read"}})
 			}
 			_ = json.NewEncoder(w).Encode(map[string]any{"nodes": nodes})
 		}, status.AuthNone)
@@ -150,6 +154,7 @@ func fakeMain() {
 						event("insecure-enrollment")
 					} else if b, err := os.ReadFile(path); err == nil {
 						_ = os.Remove(path)
+						adoptIdentity(event)
 						_ = os.WriteFile(filepath.Join(os.Getenv("OCE_WORKSPACE_DIR"), ".fake-node"), b, 0o600)
 						event("enrolled")
 					}
@@ -194,4 +199,27 @@ func fakeProbe(ctx context.Context, srv *status.Server, event func(string)) {
 	<-ctx.Done()
 	event("exit")
 	os.Exit(0)
+}
+
+// adoptIdentity plays nodehost adopting a provisioned identity: the device
+// id of OCE_NODEHOST_IDENTITY_FILE (mode 0600) becomes the node's, as the
+// fake gateway then lists it; the file is deleted.
+func adoptIdentity(event func(string)) {
+	path := os.Getenv("OCE_NODEHOST_IDENTITY_FILE")
+	st, err := os.Stat(path)
+	if err != nil {
+		return
+	}
+	if st.Mode().Perm() != 0o600 {
+		event("insecure-identity")
+		return
+	}
+	var id struct {
+		DeviceID string `json:"deviceId"`
+	}
+	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &id) == nil && id.DeviceID != "" {
+		_ = os.WriteFile(filepath.Join(os.Getenv("OCE_WORKSPACE_DIR"), ".fake-node-id"), []byte(id.DeviceID), 0o600)
+		_ = os.Remove(path)
+		event("adopted-identity")
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"oce.dev/oce/shared/netns"
+
 	"github.com/stretchr/testify/require"
 
 	"oce.dev/oce/coordinator/admission"
@@ -28,14 +30,15 @@ func TestMain(m *testing.M) {
 		fakeMain()
 		return
 	}
-	os.Exit(m.Run())
+	// A PID namespace of its own: no fake supervisor outlives the binary.
+	netns.Main(m, netns.Options{HostNetwork: true})
 }
 
 type fixture struct {
-	d       *Driver
-	data    string
-	secrets string
-	events  string
+	d      *Driver
+	data   string
+	creds  CredentialFiles
+	events string
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -43,14 +46,16 @@ func newFixture(t *testing.T) *fixture {
 	paths, err := runtimes.Ensure(t.Context())
 	require.NoError(t, err)
 	root := t.TempDir()
-	f := &fixture{data: filepath.Join(root, "data"), secrets: filepath.Join(root, "secrets"), events: filepath.Join(root, "events")}
-	require.NoError(t, os.MkdirAll(f.secrets, 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(f.secrets, "good"), []byte("sk-good\n"), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(f.secrets, "bad"), []byte("bad"), 0o600))
+	f := &fixture{data: filepath.Join(root, "data"), creds: CredentialFiles{Dir: filepath.Join(root, "credentials")},
+		events: filepath.Join(root, "events")}
+	// The credential sources good and bad of Namespace ns1.
+	ns1 := state.Namespace{ID: "ns1", Name: "one"}
+	require.NoError(t, f.creds.PutCredential(t.Context(), ns1, "good", 1, map[string][]byte{"value": []byte("sk-good")}))
+	require.NoError(t, f.creds.PutCredential(t.Context(), ns1, "bad", 1, map[string][]byte{"value": []byte("bad")}))
 	self, err := os.Executable()
 	require.NoError(t, err)
 	f.d, err = New(Config{DataDir: f.data, Binaries: Binaries{Gatewayd: self, Harnessd: self, Nodehost: self},
-		Runtimes: runtimes.Paths{Tini: paths.Tini}, Credentials: SecretDir(f.secrets), AllowHostNetwork: true,
+		Runtimes: runtimes.Paths{Tini: paths.Tini}, Credentials: f.creds, AllowHostNetwork: true,
 		Env:             []string{envFake + "=1", envEvents + "=" + f.events},
 		GatewayStopWait: 5 * time.Second, HarnessStopWait: 5 * time.Second, LeftoverGrace: 300 * time.Millisecond,
 		PollInterval: 10 * time.Millisecond})
@@ -74,7 +79,7 @@ func embeddedRev(id string, key string) state.Revision {
 func dedicatedRev(id string, key string) state.Revision {
 	return state.Revision{ID: id, AgentID: "agent2", NamespaceID: "ns1", Harness: state.HarnessIdentity{ID: state.HarnessCodex},
 		Mode: state.ModeDedicated, Document: []byte(`{"agents":{"defaults":{"model":"codex/gpt-5.5"}}}`),
-		HarnessAuth: &state.HarnessAuth{Method: "api_key", SourceRef: "local:" + key}}
+		HarnessAuth: &state.HarnessAuth{Method: "api_key", SourceRef: "credential:" + key}}
 }
 
 func (f *fixture) waitReady(t *testing.T, rev state.Revision) {
@@ -220,16 +225,25 @@ func TestDedicatedEnrollsNodeAndStopsGatewayFirst(t *testing.T) {
 	ctx := t.Context()
 	rev := dedicatedRev("rev1", "good")
 	require.NoError(t, f.d.PrepareRevision(ctx, rev))
+	// the Agent has no node yet: its identity is provisioned (issue 23)
+	node := f.d.revs["rev1"].ProvisionedNodeID
+	require.Len(t, node, 64)
+	requireMode(t, nodeIdentityFile(f.d.revs["rev1"]), 0o600)
 	f.waitReady(t, rev)
 	ev := f.eventLines(t)
 	require.Contains(t, ev, "gateway rev1 minted")
 	require.Contains(t, ev, "harness rev1 enrolled")
+	require.Contains(t, ev, "harness rev1 adopted-identity")
 	require.NotContains(t, ev, "harness rev1 insecure-enrollment")
-	// Once the node enrolled, the gateway runs pinned to it
-	// (OCE_WORKSPACE_NODE_ID), which renders its command allow-list.
-	require.Contains(t, ev, "gateway rev1 pinned node-1")
-	require.Equal(t, "node-1", f.d.workspaceNode("ns1", rev.AgentID))
+	require.NotContains(t, ev, "harness rev1 insecure-identity")
+	// The gateway runs pinned to the node (OCE_WORKSPACE_NODE_ID), which
+	// renders its command allow-list — from its first start: the node
+	// enrolled with the provisioned identity, nothing restarted.
+	require.Contains(t, ev, "gateway rev1 pinned "+node)
+	require.Equal(t, 1, strings.Count(strings.Join(ev, "\n"), "gateway rev1 started"), "no restart to pin the node")
+	require.Equal(t, node, f.d.workspaceNode("ns1", rev.AgentID))
 	require.NoFileExists(t, enrollmentFile(f.d.revs["rev1"]), "the one-use file was consumed")
+	require.NoFileExists(t, nodeIdentityFile(f.d.revs["rev1"]), "the identity was adopted")
 
 	hs := filepath.Join(f.d.RevisionDir(rev), "harness", "secrets")
 	for _, k := range []string{contract.SecretAppServerToken, contract.SecretPluginStatusKey, contract.SecretOpenAIAPIKey} {
@@ -268,7 +282,8 @@ func TestDedicatedEnrollsNodeAndStopsGatewayFirst(t *testing.T) {
 	require.FileExists(t, filepath.Join(f.d.HarnessWorkspace("ns1", "agent2"), "harness-was-here"))
 	rev2 := dedicatedRev("rev2", "good")
 	require.NoError(t, f.d.PrepareRevision(ctx, rev2))
-	require.Equal(t, "node-1", f.d.revs["rev2"].GatewayNodeID, "pinned from its first start")
+	require.Equal(t, node, f.d.revs["rev2"].GatewayNodeID, "pinned from its first start")
+	require.Empty(t, f.d.revs["rev2"].ProvisionedNodeID, "the Agent's node: nothing provisioned")
 	f.waitReady(t, rev2)
 	require.Equal(t, 1, strings.Count(strings.Join(f.eventLines(t), "\n"), "gateway rev2 started"), "no restart to pin the node")
 	_, _, err = f.d.CallGateway(ctx, rev, http.MethodGet, contract.RouteWorkspaceFiles, nil)
@@ -346,7 +361,8 @@ func TestRefusals(t *testing.T) {
 	require.Equal(t, codes.HarnessAuthRequired, code)
 	require.True(t, permanent)
 
-	require.NoError(t, os.WriteFile(filepath.Join(f.secrets, "open"), []byte("k"), 0o644))
+	require.NoError(t, f.creds.PutCredential(ctx, state.Namespace{ID: "ns1"}, "open", 1, map[string][]byte{"value": []byte("k")}))
+	require.NoError(t, os.Chmod(filepath.Join(f.creds.Dir, "ns1", "open"), 0o644))
 	err = f.d.PrepareRevision(ctx, embeddedRev("rev2", "open"))
 	code, _ = compute.ErrorCode(err, "")
 	require.Equal(t, codes.HarnessAuthRequired, code, "a group-readable secret file is refused")

@@ -236,6 +236,12 @@ func (d *Driver) nodeConnected(ctx context.Context, rev state.Revision, r *revRu
 	pinned := r.GatewayNodeID == nodeID
 	d.mu.Unlock()
 	if pinned {
+		if d.workspaceNode(rev.NamespaceID, rev.AgentID) != nodeID {
+			// the provisioned node: recorded as the Agent's now
+			if err := d.setWorkspaceNode(rev.NamespaceID, rev.AgentID, nodeID); err != nil {
+				return false, compute.Transient(codes.TransientDependency, err)
+			}
+		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		r.Enrolled = true

@@ -15,6 +15,7 @@ import (
 	"oce.dev/oce/shared/atomicfile"
 	"oce.dev/oce/shared/codes"
 	"oce.dev/oce/shared/contract"
+	"oce.dev/oce/shared/ocproto"
 )
 
 // PrepareRevision implements compute.Driver: it creates the revision's
@@ -65,6 +66,9 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 	}
 	d.revs[rev.ID] = r
 	if topo == contract.DedicatedCodex && !r.Harness.Alive() {
+		if err := d.provisionNode(rev, r); err != nil {
+			return err
+		}
 		if err := d.startHarness(rev, r); err != nil {
 			return err
 		}
@@ -157,5 +161,30 @@ func (d *Driver) materialize(ctx context.Context, rev state.Revision, r *revRunt
 	if err := atomicfile.Write(filepath.Join(r.dir, "harness", "native-config.json"), doc, 0o600); err != nil {
 		return compute.Transient(codes.TransientDependency, err)
 	}
+	return r.save()
+}
+
+// provisionNode gives a dedicated Agent that has no workspace node yet a
+// device identity before its gateway first starts (issue 23): a mode-0600
+// file for the Harness's nodehost, its device id pinned by the gateway from
+// its first start, so enrolling the node restarts nothing. An Agent whose
+// node is recorded keeps it.
+func (d *Driver) provisionNode(rev state.Revision, r *revRuntime) error {
+	if d.workspaceNode(rev.NamespaceID, rev.AgentID) != "" || r.ProvisionedNodeID != "" {
+		return nil
+	}
+	id, err := ocproto.NewIdentity()
+	if err != nil {
+		return compute.Transient(codes.TransientDependency, err)
+	}
+	b, err := id.Marshal()
+	if err != nil {
+		return compute.Transient(codes.TransientDependency, err)
+	}
+	if err := atomicfile.Write(nodeIdentityFile(r), b, 0o600); err != nil {
+		return compute.Transient(codes.TransientDependency, err)
+	}
+	r.ProvisionedNodeID = id.DeviceID
+	d.log.Info("provisioned the workspace node's identity", "revision", rev.ID, "node", id.DeviceID)
 	return r.save()
 }

@@ -60,6 +60,10 @@ type revRuntime struct {
 	Enrolled bool `json:"enrolled,omitempty"`
 	// EnrollExpiresAtMs: the delivered setup code's expiry (0: none yet).
 	EnrollExpiresAtMs int64 `json:"enrollExpiresAtMs,omitempty"`
+	// ProvisionedNodeID is the device id of the identity provisioned for
+	// an Agent without a workspace node (nodeIdentityFile): the gateway
+	// pins it from its first start.
+	ProvisionedNodeID string `json:"provisionedNodeId,omitempty"`
 	// GatewayNodeID is the OCE_WORKSPACE_NODE_ID the running gateway was
 	// started with ("" before the Agent's node first enrolled).
 	GatewayNodeID string `json:"gatewayNodeId,omitempty"`
@@ -137,6 +141,12 @@ func freePorts(n int) ([]int, error) {
 
 func enrollmentFile(r *revRuntime) string {
 	return filepath.Join(r.dir, "harness", "enrollment", contract.EnrollmentFile)
+}
+
+// nodeIdentityFile is where a provisioned node identity is delivered to the
+// Harness (contract.EnvNodehostIdentity), beside the enrollment file.
+func nodeIdentityFile(r *revRuntime) string {
+	return filepath.Join(r.dir, "harness", "enrollment", contract.NodeIdentityFile)
 }
 
 // now is the clock of enrollment expiry checks.

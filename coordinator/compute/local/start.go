@@ -90,13 +90,21 @@ func (d *Driver) gatewayEnv(rev state.Revision, r *revRuntime) ([]string, string
 	if d.cfg.Runtimes.Node != "" && d.cfg.Runtimes.OpenClawMJS != "" {
 		env = append(env, kv(contract.EnvOpenClawBin, d.cfg.Runtimes.Node+" "+d.cfg.Runtimes.OpenClawMJS))
 	}
+	if cc := compileCacheDir(); cc != "" {
+		// one Node compile cache for every gateway, probe and doctor of
+		// this host, filled by the first of them (issue 23)
+		env = append(env, kv(contract.EnvCompileCache, cc))
+	}
 	node := ""
 	if r.Topology == contract.Embedded {
 		env = append(env, kv(contract.EnvWorkspaceDir, d.GatewayWorkspace(rev.NamespaceID, rev.AgentID)))
 	} else {
 		// Once the Agent's workspace node enrolled, the gateway pins it:
 		// it renders the node command allow-list and file-transfer policy.
-		if node = d.workspaceNode(rev.NamespaceID, rev.AgentID); node != "" {
+		if node = d.workspaceNode(rev.NamespaceID, rev.AgentID); node == "" {
+			node = r.ProvisionedNodeID
+		}
+		if node != "" {
 			env = append(env, kv(contract.EnvWorkspaceNodeID, node))
 		}
 		env = append(env,
@@ -143,6 +151,7 @@ func (d *Driver) startHarness(rev state.Revision, r *revRuntime) error {
 		kv(contract.EnvNodehostBin, d.cfg.Binaries.Nodehost),
 		kv(contract.EnvNodehostStateDir, filepath.Join(agent, dirHarClaim, contract.ClaimNodeState)),
 		kv(contract.EnvNodehostEnrollment, enrollmentFile(r)),
+		kv(contract.EnvNodehostIdentity, nodeIdentityFile(r)),
 		kv(contract.EnvNodehostGatewayURL, gatewayURL(r.Ports.Gateway)),
 	)
 	env = append(env, d.providerEnv(true)...)
@@ -157,4 +166,15 @@ func (d *Driver) startHarness(rev state.Revision, r *revRuntime) error {
 	r.Harness = p
 	d.log.Info("harness started", "revision", rev.ID, "pid", p.PID)
 	return r.save()
+}
+
+// compileCacheDir is the host's shared Node compile cache beside the pinned
+// runtimes (created here; "" when it cannot be): gatewayd links it as the
+// OpenClaw launcher's default base.
+func compileCacheDir() string {
+	dir := filepath.Join(runtimes.CacheDir(), "compile-cache")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return ""
+	}
+	return dir
 }

@@ -81,6 +81,9 @@ type Driver struct {
 	deletedNS map[string]bool
 	deletedAg map[string]bool
 	rejected  map[string]compute.CredentialCheck
+	// creds and locations: the credential store (credentials.go).
+	creds     map[string]storedCredential
+	locations map[string]map[string][]byte
 
 	wsOnce sync.Once
 	wsp    *workspaces // workspace.go

@@ -168,3 +168,12 @@ func (d *Driver) record(revID, agentID string, f func(r *Runtime, route *string)
 		return nil
 	})
 }
+
+// Open returns a driver with the default capabilities: its records live in
+// this process, or in dir (NewShared), shared by every process naming it.
+func Open(dir string) (*Driver, error) {
+	if dir != "" {
+		return NewShared(DefaultCapabilities(), dir)
+	}
+	return New(DefaultCapabilities()), nil
+}

@@ -55,9 +55,9 @@ func newEngineRig(t testing.TB, mode string) *engineRig {
 	return r
 }
 
-func (r *engineRig) propose(typ string, p any) {
+func (r *engineRig) propose(typ state.Named, p any) {
 	r.t.Helper()
-	_, err := r.p.Propose(context.Background(), typ, p)
+	_, err := r.p.Propose(context.Background(), typ.Name(), p)
 	require.NoError(r.t, err, typ)
 }
 

@@ -9,12 +9,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"oce.dev/oce/shared/netns"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,7 +32,11 @@ import (
 
 var env *k8stest.Env
 
-func TestMain(m *testing.M) { os.Exit(k8stest.Main(m, &env)) }
+// TestMain runs the suite in a PID namespace of its own (host network): no
+// control-plane process outlives the binary.
+func TestMain(m *testing.M) {
+	netns.Main(netns.RunnerFunc(func() int { return k8stest.Main(m, &env) }), netns.Options{HostNetwork: true})
+}
 
 var seq atomic.Int64
 

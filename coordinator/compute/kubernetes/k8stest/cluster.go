@@ -116,7 +116,8 @@ func NodeBinaries(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := requireExecutables(bin, "node.sh", stderr, "containerd", "ctr", "containerd-shim-runc-v2", "coredns"); err != nil {
+	if err := requireExecutables(bin, "node.sh", stderr, "containerd", "ctr", "containerd-shim-runc-v2", "coredns",
+		"kube-network-policies"); err != nil {
 		return "", err
 	}
 	for _, p := range []string{runcBinary, filepath.Join(cniBinDir, "bridge"), filepath.Join(cniBinDir, "host-local"), filepath.Join(cniBinDir, "loopback")} {
@@ -278,6 +279,9 @@ func StartCluster(ctx context.Context) (_ *Cluster, err error) {
 	if err := c.startCoreDNS(ctx); err != nil {
 		return nil, err
 	}
+	if err := c.startNetworkPolicies(ctx); err != nil {
+		return nil, err
+	}
 	if err := c.startProvisioner(ctx); err != nil {
 		return nil, err
 	}
@@ -287,7 +291,7 @@ func StartCluster(ctx context.Context) (_ *Cluster, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	c.mark("kube-proxy, CoreDNS, storage", &at)
+	c.mark("kube-proxy, CoreDNS, NetworkPolicy enforcer, storage", &at)
 	return c, nil
 }
 
@@ -502,6 +506,7 @@ func (c *Cluster) CgroupRoot() string { return c.cgroupRoot }
 // the host sysctls and releases the node lock.
 func (c *Cluster) Stop() error {
 	var errs []error
+	c.stopNetworkPolicies()
 	if c.Client != nil && c.procByName("kubelet") != nil {
 		errs = append(errs, c.drainPods())
 	}

@@ -86,3 +86,34 @@ func readProcess(pid int) (Process, error) {
 	}
 	return pr, nil
 }
+
+// PodMemoryPeak is the highest memory use the kernel recorded for a Pod's
+// cgroup since it started (memory.max_usage_in_bytes on cgroup v1,
+// memory.peak on v2): resident memory and page cache together, what a
+// memory limit is judged against before the cache is reclaimed.
+func (c *Cluster) PodMemoryPeak(uid types.UID) (int64, error) {
+	want := "pod" + string(uid)
+	var peak int64 = -1
+	for _, h := range cgroupHierarchies() {
+		if filepath.Base(h) != "memory" && h != "/sys/fs/cgroup" {
+			continue
+		}
+		_ = filepath.WalkDir(filepath.Join(h, c.cgroupRoot), func(p string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() || d.Name() != want {
+				return nil
+			}
+			for _, f := range []string{"memory.max_usage_in_bytes", "memory.peak"} {
+				if b, err := os.ReadFile(filepath.Join(p, f)); err == nil {
+					if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+						peak = v
+					}
+				}
+			}
+			return filepath.SkipDir
+		})
+	}
+	if peak < 0 {
+		return 0, fmt.Errorf("%w: %s", ErrNoPod, uid)
+	}
+	return peak, nil
+}

@@ -10,10 +10,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"oce.dev/oce/shared/netns"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -28,7 +29,11 @@ import (
 
 var cluster *k8stest.Cluster
 
-func TestMain(m *testing.M) { os.Exit(k8stest.ClusterMain(m, &cluster)) }
+// TestMain runs the suite in a PID namespace of its own (host network): no
+// kubelet, containerd, shim or container outlives the binary.
+func TestMain(m *testing.M) {
+	netns.Main(netns.RunnerFunc(func() int { return k8stest.ClusterMain(m, &cluster) }), netns.Options{HostNetwork: true})
+}
 
 var seq atomic.Int64
 

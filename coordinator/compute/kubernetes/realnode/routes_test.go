@@ -55,24 +55,7 @@ func TestCandidateRoutesOnRealPods(t *testing.T) {
 	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: nsID}))
 	rev := dedicatedRev(nsID, agentID, uid("r"))
 	dp, gw := kdriver.DataPlaneNamespace(nsID), kdriver.GatewayNamespace(nsID)
-	require.NoError(t, d.PrepareRevision(ctx, rev))
-	serve := func(port int) func(*corev1.PodSpec) {
-		return func(s *corev1.PodSpec) {
-			asPodbin(s, "serve", corev1.EnvVar{Name: "PORT", Value: fmt.Sprint(port)})
-		}
-	}
-	hdep := patchTemplate(t, dp, deploymentOf(t, dp, agentID, kdriver.RoleAgent), serve(contract.AppServerPort))
-	harness := readyPod(t, dp, metav1.FormatLabelSelector(hdep.Spec.Selector))
-
-	// The candidate Gateway comes once its Harness runs.
-	require.Eventually(t, func() bool {
-		require.NoError(t, d.PrepareRevision(ctx, rev))
-		l, err := cluster.Client.AppsV1().Deployments(gw).List(ctx, metav1.ListOptions{})
-		require.NoError(t, err)
-		return len(l.Items) == 1
-	}, time.Minute, 200*time.Millisecond)
-	gdep := patchTemplate(t, gw, deploymentOf(t, gw, agentID, kdriver.RoleGateway), serve(contract.GatewayPort))
-	gateway := readyPod(t, gw, metav1.FormatLabelSelector(gdep.Spec.Selector))
+	harness, gateway := runDedicated(t, ctx, d, rev)
 
 	hEnv, gEnv := map[string]string{}, map[string]string{}
 	for _, e := range harness.Spec.Containers[0].Env {
@@ -100,9 +83,35 @@ func TestCandidateRoutesOnRealPods(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return probe(gw, gateway.Name, "gateway", httpApp+"/healthz") == nil
 	}, time.Minute, 250*time.Millisecond, "the candidate Gateway reaches its Harness at %s", appURL)
-	published := fmt.Sprintf("http://%s.%s.svc:%d/healthz", gdep.Name, gw, contract.GatewayPort)
+	published := fmt.Sprintf("http://%s.%s.svc:%d/healthz", deploymentOf(t, gw, agentID, kdriver.RoleGateway), gw, contract.GatewayPort)
 	require.Error(t, probe(dp, harness.Name, "harness", published), "the published route serves nothing before activation")
 
 	_, err := d.StopRevision(ctx, rev)
 	require.NoError(t, err)
+}
+
+// runDedicated prepares a dedicated revision and runs its rendered Harness
+// and (once the Harness runs, as the driver orders it) Gateway Pods with
+// podbin serving the app-server and Gateway ports (oce's status server
+// ready on the status port); it returns the Ready Pods.
+func runDedicated(t *testing.T, ctx context.Context, d *kdriver.Driver, rev state.Revision) (harness, gateway *corev1.Pod) {
+	t.Helper()
+	dp, gw := kdriver.DataPlaneNamespace(rev.NamespaceID), kdriver.GatewayNamespace(rev.NamespaceID)
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	serve := func(port int) func(*corev1.PodSpec) {
+		return func(s *corev1.PodSpec) {
+			asPodbin(s, "serve", corev1.EnvVar{Name: "PORT", Value: fmt.Sprint(port)})
+		}
+	}
+	hdep := patchTemplate(t, dp, deploymentOf(t, dp, rev.AgentID, kdriver.RoleAgent), serve(contract.AppServerPort))
+	harness = readyPod(t, dp, metav1.FormatLabelSelector(hdep.Spec.Selector))
+	// The candidate Gateway comes once its Harness runs.
+	require.Eventually(t, func() bool {
+		require.NoError(t, d.PrepareRevision(ctx, rev))
+		l, err := cluster.Client.AppsV1().Deployments(gw).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		return len(l.Items) == 1
+	}, time.Minute, 200*time.Millisecond)
+	gdep := patchTemplate(t, gw, deploymentOf(t, gw, rev.AgentID, kdriver.RoleGateway), serve(contract.GatewayPort))
+	return harness, readyPod(t, gw, metav1.FormatLabelSelector(gdep.Spec.Selector))
 }

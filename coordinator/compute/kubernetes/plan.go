@@ -5,10 +5,86 @@ import (
 	"encoding/hex"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
+
+// plan is everything one revision renders to, in creation order.
+type plan struct {
+	rev       state.Revision
+	topo      contract.Topology
+	n         names
+	dp, gw    string // data-plane and Gateway namespaces (equal for embedded)
+	own       owner  // revision owner
+	agentOwn  owner  // Agent owner
+	gwPodSel  map[string]string
+	harPodSel map[string]string
+	// gwRes and harRes are the containers' requests and limits.
+	gwRes, harRes corev1.ResourceRequirements
+}
+
+func (d *Driver) planFor(rev state.Revision) (*plan, error) {
+	t, err := topologyOf(rev)
+	if err != nil {
+		return nil, err
+	}
+	o := revisionOwner(rev)
+	if err := o.validate(); err != nil {
+		return nil, compute.Permanent(codes.InvalidTarget, err)
+	}
+	p := &plan{rev: rev, topo: t, n: namesFor(rev.AgentID, rev.ID), dp: DataPlaneNamespace(rev.NamespaceID),
+		gw: gatewayNamespaceOf(rev, t), own: o, agentOwn: o.agentOnly()}
+	p.gwPodSel = merge(p.agentOwn.labels(), map[string]string{LabelRole: RoleGateway, LabelName: p.n.gateway})
+	p.harPodSel = merge(p.own.labels(), map[string]string{LabelRole: RoleAgent, LabelName: p.n.harness})
+	if p.gwRes, err = requirements(GatewayResources(rev)); err != nil {
+		return nil, err
+	}
+	if p.harRes, err = requirements(HarnessResources(rev)); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// topologyOf is the revision's topology when the driver runs it.
+func topologyOf(rev state.Revision) (contract.Topology, error) {
+	switch t, _ := contract.Of(rev.Harness.ID, rev.Mode); t {
+	case contract.Embedded, contract.DedicatedCodex:
+		return t, nil
+	}
+	return "", compute.Permanent(codes.ComputeDriverMismatch, ErrUnsupported)
+}
+
+// gatewayNamespaceOf is where the revision's Gateway runs.
+func gatewayNamespaceOf(rev state.Revision, t contract.Topology) string {
+	if t == contract.Embedded {
+		return DataPlaneNamespace(rev.NamespaceID)
+	}
+	return GatewayNamespace(rev.NamespaceID)
+}
+
+// gatewayPodLabels are the labels of the revision's Gateway Pods.
+func (p *plan) gatewayPodLabels() map[string]string {
+	return merge(p.own.labels(), map[string]string{LabelRole: RoleGateway, LabelName: p.n.gateway,
+		LabelNetworkProfile: NetworkProfileOrdinary, LabelServiceAccount: p.n.gateway})
+}
+
+func (p *plan) harnessPodLabels() map[string]string {
+	return merge(p.harPodSel, map[string]string{LabelNetworkProfile: NetworkProfileOrdinary, LabelServiceAccount: p.n.agent})
+}
+
+// gatewayWantLabels / harnessWantLabels are the exact labels readiness
+// selects and requires (network profile checked separately).
+func (p *plan) gatewayWantLabels() map[string]string {
+	return merge(p.own.labels(), map[string]string{LabelRole: RoleGateway, LabelName: p.n.gateway})
+}
+
+func (p *plan) harnessWantLabels() map[string]string { return p.harPodSel }
 
 // Label and annotation keys (docs/design/reference.md#s8-2).
 const (
@@ -35,14 +111,6 @@ const (
 	RoleGateway = "gateway"
 	RoleAgent   = "agent"
 )
-
-// Pod Security Standards labels every managed namespace carries.
-var pssLabels = map[string]string{
-	"pod-security.kubernetes.io/enforce":         "restricted",
-	"pod-security.kubernetes.io/enforce-version": "latest",
-	"pod-security.kubernetes.io/audit":           "restricted",
-	"pod-security.kubernetes.io/warn":            "restricted",
-}
 
 func hashHex(id string, n int) string {
 	s := sha256.Sum256([]byte(id))
@@ -171,6 +239,10 @@ func (o owner) owns(labels, annotations map[string]string, anyRevision bool) boo
 	return labels[LabelRevision] == o.RevisionID && annotations[AnnotationRevisionID] == o.RevisionID
 }
 
+func meta(name, ns string, o owner, extra map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: merge(o.labels(), extra), Annotations: o.annotations()}
+}
+
 func merge(ms ...map[string]string) map[string]string {
 	out := map[string]string{}
 	for _, m := range ms {
@@ -180,3 +252,5 @@ func merge(ms ...map[string]string) map[string]string {
 	}
 	return out
 }
+
+func ptr[T any](v T) *T { return &v }
