@@ -32,7 +32,12 @@ type agentFlags struct {
 	plugins                       []string
 	rollback                      bool
 	rollbackWindow                string
+	// requests and limits: "cpu=Q,memory=Q" per container and kind
+	gatewayRequests, gatewayLimits, harnessRequests, harnessLimits string
 }
+
+// resourceFlags names the four resource flags.
+var resourceFlags = []string{"gateway-requests", "gateway-limits", "harness-requests", "harness-limits"}
 
 func (a *app) registerAgentFlags(c *cobra.Command, f *agentFlags) {
 	fl := c.Flags()
@@ -41,10 +46,14 @@ func (a *app) registerAgentFlags(c *cobra.Command, f *agentFlags) {
 	fl.StringVar(&f.computeID, "compute", "", "compute selection id")
 	fl.StringVar(&f.authMethod, "auth-method", "", "harnessAuth method: api_key, codex_pat, chatgpt_service_account, credential_source, runtime")
 	fl.StringVar(&f.authKind, "auth-kind", "", "harnessAuth credential kind: secret, service_account, credential_gateway")
-	fl.StringVar(&f.authRef, "auth-ref", "", "harnessAuth source reference, e.g. secret://ns/name#key (a reference, never the secret)")
+	fl.StringVar(&f.authRef, "auth-ref", "", "harnessAuth source reference: credential:NAME[#KEY], a credential source of the namespace (a reference, never the secret)")
 	fl.StringSliceVar(&f.plugins, "plugin", nil, "plugin selection (repeatable)")
 	fl.BoolVar(&f.rollback, "rollback", false, "opt into exact-owner rollback: a new revision held or not ready within the window after activation is replaced once by the exact previous one")
 	fl.StringVar(&f.rollbackWindow, "rollback-window", "", "rollback window (Go duration, default 5m)")
+	fl.StringVar(&f.gatewayRequests, "gateway-requests", "", "the Gateway container's requests, cpu=Q,memory=Q (unset: the defaults)")
+	fl.StringVar(&f.gatewayLimits, "gateway-limits", "", "the Gateway container's limits, cpu=Q,memory=Q")
+	fl.StringVar(&f.harnessRequests, "harness-requests", "", "the dedicated Harness container's requests, cpu=Q,memory=Q")
+	fl.StringVar(&f.harnessLimits, "harness-limits", "", "the dedicated Harness container's limits, cpu=Q,memory=Q")
 	_ = c.RegisterFlagCompletionFunc("config", a.completeFlag(configNames))
 	_ = c.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions([]string{wire.ModeEmbedded, wire.ModeDedicated}, cobra.ShellCompDirectiveNoFileComp))
 }
@@ -56,6 +65,48 @@ func (f *agentFlags) policy(c *cobra.Command) *wire.RollbackPolicy {
 	}
 	return &wire.RollbackPolicy{Enabled: f.rollback || c.Flags().Changed("rollback-window") && !c.Flags().Changed("rollback"),
 		Window: f.rollbackWindow}
+}
+
+// resources overlays the resource flags that were set on base (nil when
+// none was set).
+func (f *agentFlags) resources(c *cobra.Command, base *wire.AgentResources) (*wire.AgentResources, error) {
+	changed := false
+	for _, n := range resourceFlags {
+		changed = changed || c.Flags().Changed(n)
+	}
+	if !changed {
+		return nil, nil
+	}
+	out := wire.AgentResources{}
+	if base != nil {
+		out = *base
+	}
+	for _, set := range []struct {
+		flag, v  string
+		cpu, mem *string
+	}{
+		{"gateway-requests", f.gatewayRequests, &out.Gateway.CPURequest, &out.Gateway.MemoryRequest},
+		{"gateway-limits", f.gatewayLimits, &out.Gateway.CPULimit, &out.Gateway.MemoryLimit},
+		{"harness-requests", f.harnessRequests, &out.Harness.CPURequest, &out.Harness.MemoryRequest},
+		{"harness-limits", f.harnessLimits, &out.Harness.CPULimit, &out.Harness.MemoryLimit},
+	} {
+		if !c.Flags().Changed(set.flag) {
+			continue
+		}
+		for _, kv := range strings.Split(set.v, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			switch {
+			case kv == "":
+			case ok && k == "cpu":
+				*set.cpu = v
+			case ok && k == "memory":
+				*set.mem = v
+			default:
+				return nil, usageError(fmt.Errorf("--%s: %q is not cpu=Q or memory=Q", set.flag, kv))
+			}
+		}
+	}
+	return &out, nil
 }
 
 func (f *agentFlags) auth() *wire.HarnessAuth {
@@ -84,20 +135,25 @@ func (a *app) agentWorkCmd(use, short, example string, do func(ctx context.Conte
 
 func (a *app) agentCmd() *cobra.Command {
 	c := &cobra.Command{Use: "agent", Short: "Create, deploy, inspect, stop and delete Agents",
-		Example: "  occ agent create hello --config chat --auth-method api_key --auth-ref local:demo-key\n" +
+		Example: "  occ agent create hello --config chat --auth-method api_key --auth-ref credential:demo-key\n" +
 			"  occ agent deploy hello --wait\n  occ agent list -o wide"}
 
 	var cf agentFlags
 	create := &cobra.Command{
 		Use: "create NAME --config CONFIG", Short: "Create an Agent (no runtime until deploy)", Args: cobra.ExactArgs(1),
-		Example: `  occ agent create hello --config chat --auth-method api_key --auth-ref local:demo-key
-  occ agent create coder --config codex --mode dedicated --auth-method codex_pat --auth-ref secret:codex#token`,
+		Example: `  occ agent create hello --config chat --auth-method api_key --auth-ref credential:demo-key
+  occ agent create coder --config codex --mode dedicated --auth-method codex_pat --auth-ref credential:codex#token
+  occ agent create big --config chat --gateway-requests memory=2Gi --gateway-limits cpu=4,memory=4Gi`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := cf.resources(cmd, nil)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
 			ag, err := a.client().CreateAgent(ctx, a.settings.Namespace, wire.CreateAgent{Name: args[0],
 				Configuration: cf.config, ExecutionMode: cf.mode, HarnessAuth: cf.auth(), ComputeID: cf.computeID,
-				Plugins: cf.plugins, Rollback: cf.policy(cmd)})
+				Plugins: cf.plugins, Rollback: cf.policy(cmd), Resources: res})
 			if err != nil {
 				return err
 			}
@@ -110,7 +166,7 @@ func (a *app) agentCmd() *cobra.Command {
 	var uf agentFlags
 	update := &cobra.Command{
 		Use: "update NAME", Short: "Change an Agent's inputs for its next deploy (omitted flags keep their values)", Args: cobra.ExactArgs(1),
-		Example:           "  occ agent update hello --config chat-v2\n  occ agent update coder --auth-method api_key --auth-ref local:openai-api-key",
+		Example:           "  occ agent update hello --config chat-v2\n  occ agent update coder --auth-method api_key --auth-ref credential:openai-api-key",
 		ValidArgsFunction: a.complete(agentNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var req wire.UpdateAgent
@@ -131,6 +187,20 @@ func (a *app) agentCmd() *cobra.Command {
 			req.Rollback = uf.policy(cmd)
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
+			if _, err := uf.resources(cmd, nil); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("gateway-requests") || cmd.Flags().Changed("gateway-limits") ||
+				cmd.Flags().Changed("harness-requests") || cmd.Flags().Changed("harness-limits") {
+				// The flags change single values: the rest stays the Agent's.
+				cur, err := a.client().Agent(ctx, a.settings.Namespace, args[0])
+				if err != nil {
+					return err
+				}
+				if req.Resources, err = uf.resources(cmd, cur.Resources); err != nil {
+					return err
+				}
+			}
 			ag, err := a.client().UpdateAgent(ctx, a.settings.Namespace, args[0], req)
 			if err != nil {
 				return err

@@ -29,11 +29,13 @@ const (
 	// DevProviderTimeout bounds the wait for the fake provider's port.
 	DevProviderTimeout = 30 * time.Second
 	// DevDemoKey is the secret (a file in <dir>/secrets) holding the key the
-	// fake provider accepts; Agents bind it with sourceRef local:demo-key.
+	// fake provider accepts; `occ dev up` registers it as credential source
+	// demo-key of the default Namespace, which Agents bind with sourceRef
+	// credential:demo-key (or local:demo-key).
 	DevDemoKey = "demo-key"
 
 	devCoordinatorDir  = "coordinator" // Raft, token, api.sock
-	devSecretsDir      = "secrets"     // local:<name> harnessAuth sources
+	devSecretsDir      = "secrets"     // keys registered as the default Namespace's credential sources
 	devStateDir        = "dev"         // logs and pids of what dev up started
 	devAPISocket       = "api.sock"
 	devPidsFile        = "pids.json"

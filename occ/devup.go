@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/client"
 	"oce.dev/oce/shared/atomicfile"
 	"oce.dev/oce/shared/netns"
@@ -79,6 +80,7 @@ func (a *app) devUp(cmd *cobra.Command, o devUpOptions) error {
 		s.startBridge,      // host address → API socket
 		s.waitReady,
 		s.defaultNamespace,
+		s.defaultCredentials, // the demo or provider keys, sources of the default namespace
 	} {
 		if err := step(ctx); err != nil {
 			return err
@@ -272,7 +274,8 @@ func waitPortLine(p *proc.Process, logFile string, wait time.Duration) (string, 
 
 // startCoordinator starts `coordinator --driver local` on the dev layout:
 // Raft, token and API socket in coordinator/, the runtimes under the dev
-// root, local:<name> credentials in secrets/.
+// root, the files in secrets/ that `occ dev up` registers as the default
+// Namespace's credential sources.
 func (s *devStart) startCoordinator(context.Context) error {
 	httpAddr, raftAddr := s.o.httpAddr, devInnerRaftAddr
 	if s.namespaced {
@@ -389,6 +392,34 @@ func (s *devStart) defaultNamespace(ctx context.Context) error {
 	return nil
 }
 
+// defaultCredentials registers the keys of the secrets directory (the demo
+// key, or the real providers' keys) as credential sources of the default
+// Namespace, once: Agents there reference them as credential:demo-key (or
+// local:demo-key, the spelling of earlier releases). Other Namespaces get
+// their own with occ credential create.
+func (s *devStart) defaultCredentials(ctx context.Context) error {
+	cl, err := s.devClient(s.token)
+	if err != nil {
+		return err
+	}
+	files := []string{DevDemoKey}
+	for _, k := range realKeys {
+		files = append(files, k.file)
+	}
+	for _, f := range files {
+		if _, err := os.Stat(s.path(devSecretsDir, f)); err != nil {
+			continue
+		}
+		if _, err := cl.CredentialSource(ctx, DefaultNamespace, f); err == nil {
+			continue
+		}
+		if _, err := cl.CreateCredentialSource(ctx, DefaultNamespace, wire.CreateCredentialSource{Name: f, From: "local:" + f}); err != nil {
+			return fmt.Errorf("register credential %s in namespace %s: %w", f, DefaultNamespace, err)
+		}
+	}
+	return nil
+}
+
 func describeIsolation(namespaced, isolated, real bool) string {
 	provider := "offline fake model provider"
 	if real {
@@ -416,7 +447,7 @@ func printNext(w io.Writer, httpAddr, dir string) {
 	fmt.Fprintf(w, `
 Next:
   occ%[1]s config create chat -f scripts/demo/embedded.json   # a native OpenClaw configuration
-  occ%[1]s agent create hello --config chat --auth-method api_key --auth-ref local:%[2]s
+  occ%[1]s agent create hello --config chat --auth-method api_key --auth-ref credential:%[2]s
   occ%[1]s agent deploy hello --wait
   occ%[1]s agent send hello "Hello!"
   occ dev down%[3]s    # stop everything (data stays; --purge removes it)

@@ -27,6 +27,7 @@ func (h *harness) servingAgent() (*memory.Driver, string) {
 	h.t.Cleanup(cancel)
 	h.b.RunEngine(ctx)
 	h.ok("config", "create", "cfg", "-f", h.file("cfg.json", string(admission.ExampleEmbeddedAnthropic)))
+	h.ok("credential", "create", "anthropic", "--from-file", "key="+h.file("anthropic.key", "test-anthropic-value"))
 	h.ok("agent", "create", "bot", "--config", "cfg", "--auth-method", "api_key", "--auth-kind", "secret",
 		"--auth-ref", "secret://default/anthropic#key")
 	h.ok("agent", "deploy", "bot", "--wait", "--timeout", "20s")

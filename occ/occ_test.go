@@ -81,10 +81,13 @@ func (h *harness) file(name, content string) string {
 	return p
 }
 
-// seed creates namespace team, configuration cfg and agent bot.
+// seed creates namespace team, credential source anthropic (key "key",
+// its value from stdin), configuration cfg and agent bot.
 func (h *harness) seed() {
 	h.t.Helper()
 	h.ok("namespace", "create", "team")
+	r := h.runIn([]byte("test-anthropic-value\n"), "-n", "team", "credential", "create", "anthropic", "--key", "key")
+	require.Equal(h.t, 0, r.code, "%s%s", r.stdout, r.stderr)
 	h.ok("-n", "team", "config", "create", "cfg", "-f", h.file("cfg.json", admission.ExampleEmbeddedAnthropic))
 	h.ok("-n", "team", "agent", "create", "bot", "--config", "cfg", "--auth-method", "api_key",
 		"--auth-kind", "secret", "--auth-ref", "secret://team/anthropic#key")

@@ -117,6 +117,7 @@ func (a *app) auditCmd() *cobra.Command {
 		},
 	}
 	addWatch(c, &watch)
+	c.AddCommand(a.auditExportCmd())
 	fl := c.Flags()
 	fl.Int64Var(&f.After, "after", 0, "only records with a sequence number above this")
 	fl.IntVar(&f.Limit, "limit", 0, "at most this many records (server default 100, max 1000)")

@@ -53,7 +53,7 @@ func (a *app) namespaceCmd() *cobra.Command {
 			}
 			return a.print(cmd.OutOrStdout(), ns, func() table { return namespaceTable(ns) })
 		},
-	}, list, get, &cobra.Command{
+	}, list, get, a.setQuotaCmd(), &cobra.Command{
 		Use: "delete NAME", Short: "Delete an empty Namespace (refused while it holds Agents or Configurations)",
 		Args: cobra.ExactArgs(1), Example: "  occ namespace delete team",
 		ValidArgsFunction: a.complete(namespaceNames),
@@ -80,10 +80,64 @@ func (a *app) printDeleted(cmd *cobra.Command, v any, name string) error {
 	return a.print(cmd.OutOrStdout(), v, func() table { return table{names: []string{name}} })
 }
 
+// setQuotaCmd is `occ namespace set-quota`.
+func (a *app) setQuotaCmd() *cobra.Command {
+	var q wire.NamespaceQuota
+	var clear bool
+	c := &cobra.Command{
+		Use: "set-quota NAME", Short: "Bound a Namespace's Agents: count, CPU and memory limits, storage (cluster administrators)",
+		Long: `Sets the Namespace's quota, replacing the previous one: a deploy that would pass a bound is refused
+with QUOTA_EXCEEDED naming it. --agents counts the Agents deployed at least once and not deleted; --cpu
+and --memory the container limits of the Agents that run or are being deployed; --storage their claims.
+On Kubernetes the quota also becomes a ResourceQuota and a LimitRange in the Namespace's namespaces.`,
+		Args: cobra.ExactArgs(1), ValidArgsFunction: a.complete(namespaceNames),
+		Example: "  occ namespace set-quota team --agents 5 --cpu 16 --memory 32Gi --storage 500Gi\n  occ namespace set-quota team --clear",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if clear && q != (wire.NamespaceQuota{}) {
+				return usageError(fmt.Errorf("--clear takes no bounds"))
+			}
+			if !clear && q == (wire.NamespaceQuota{}) {
+				return usageError(fmt.Errorf("name at least one bound (--agents, --cpu, --memory, --storage) or --clear"))
+			}
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			ns, err := a.client().SetNamespaceQuota(ctx, args[0], q)
+			if err != nil {
+				return err
+			}
+			return a.print(cmd.OutOrStdout(), ns, func() table { return namespaceTable(ns) })
+		},
+	}
+	fl := c.Flags()
+	fl.Int64Var(&q.Agents, "agents", 0, "most Agents deployed at once (0: unbounded)")
+	fl.StringVar(&q.CPU, "cpu", "", "CPU limits of the running Agents, a quantity (16, 2500m)")
+	fl.StringVar(&q.Memory, "memory", "", "memory limits of the running Agents, a quantity (32Gi)")
+	fl.StringVar(&q.Storage, "storage", "", "claims of the deployed Agents, a quantity (500Gi)")
+	fl.BoolVar(&clear, "clear", false, "remove the quota")
+	return c
+}
+
+// quotaText renders a quota for tables ("-" when none).
+func quotaText(q *wire.NamespaceQuota) string {
+	if q == nil {
+		return "-"
+	}
+	var parts []string
+	if q.Agents > 0 {
+		parts = append(parts, fmt.Sprintf("agents=%d", q.Agents))
+	}
+	for _, kv := range [][2]string{{"cpu", q.CPU}, {"memory", q.Memory}, {"storage", q.Storage}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
 func namespaceTable(nss ...wire.Namespace) table {
-	t := table{header: []string{"NAME", "CREATED", "ID"}, wide: wideCols(2)}
+	t := table{header: []string{"NAME", "CREATED", "QUOTA", "ID"}, wide: wideCols(2, 3)}
 	for _, ns := range nss {
-		t.rows = append(t.rows, []string{ns.Name, ts(ns.CreatedAt), ns.ID})
+		t.rows = append(t.rows, []string{ns.Name, ts(ns.CreatedAt), quotaText(ns.Quota), ns.ID})
 		t.names = append(t.names, "namespace/"+ns.Name)
 	}
 	return t

@@ -155,7 +155,7 @@ func NewRootCommand(opts Options) *cobra.Command {
 
 	root.AddGroup(&cobra.Group{ID: "resources", Title: "Resources:"},
 		&cobra.Group{ID: "ops", Title: "Operations:"})
-	for _, c := range []*cobra.Command{a.namespaceCmd(), a.configCmd(), a.agentCmd(), a.revisionsCmd()} {
+	for _, c := range []*cobra.Command{a.namespaceCmd(), a.configCmd(), a.agentCmd(), a.revisionsCmd(), a.credentialCmd()} {
 		c.GroupID = "resources"
 		root.AddCommand(c)
 	}

@@ -3,7 +3,6 @@ package admission
 import (
 	"errors"
 	"fmt"
-	"net/http"
 
 	"oce.dev/oce/shared/codes"
 )
@@ -54,20 +53,29 @@ func ValidCode(code codes.Code) bool {
 	return code == codes.InvalidRequest || code == codes.NotFound || code == codes.ResourceConflict
 }
 
+// The HTTP statuses of refusals (the seeds' 400/404/409 rules), as numbers:
+// admission decides, the API speaks HTTP, and the deploy decision
+// (coordinator/policy) links no HTTP package.
+const (
+	statusBadRequest = 400
+	statusNotFound   = 404
+	statusConflict   = 409
+)
+
 func newError(status int, code codes.Code, rule, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...), Details: map[string]any{"rule": rule}}
 }
 
 func invalid(rule, format string, args ...any) *Error {
-	return newError(http.StatusBadRequest, codes.InvalidRequest, rule, format, args...)
+	return newError(statusBadRequest, codes.InvalidRequest, rule, format, args...)
 }
 
 func conflict(rule, format string, args ...any) *Error {
-	return newError(http.StatusConflict, codes.ResourceConflict, rule, format, args...)
+	return newError(statusConflict, codes.ResourceConflict, rule, format, args...)
 }
 
 func notFound(rule, format string, args ...any) *Error {
-	return newError(http.StatusNotFound, codes.NotFound, rule, format, args...)
+	return newError(statusNotFound, codes.NotFound, rule, format, args...)
 }
 
 // with adds a detail and returns e.

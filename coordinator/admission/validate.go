@@ -28,8 +28,9 @@ func ValidateConfiguration(doc []byte) error {
 	if err := validateDocument(d); err != nil {
 		return err
 	}
-	if p := literalCredential(d.tree); p != "" {
-		return invalid(RuleLiteralCredential, "%s holds a literal credential: secrets enter oce only as references (the Agent's harnessAuth binding, or ${ENV} / a secret reference the runtime resolves); the value was not stored", p).with("path", p)
+	if p, why := literalCredential(d.tree); p != "" {
+		return invalid(RuleLiteralCredential, "%s holds a literal credential (%s): secrets enter oce only as references (the Agent's harnessAuth binding, or ${ENV} / a secret reference the runtime resolves); the value was not stored", p, why).
+			with("path", p).with("reason", why)
 	}
 	if err := openclawschema.Validate(schemaView(doc)); err != nil {
 		var v *openclawschema.Violation

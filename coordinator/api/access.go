@@ -35,6 +35,10 @@ func (s *server) namespaceAccess(w http.ResponseWriter, r *http.Request) error {
 	for act, res := range map[iam.Action]iam.Resource{
 		iam.CreateAgent:         iam.Scoped(iam.TypeAgent, ns.Name, "", nil),
 		iam.CreateConfiguration: cfgRes(ns, ""),
+		// the credential sources page's forms
+		iam.CreateCredentialSource:   credRes(ns, ""),
+		iam.RotateCredentialSource:   credRes(ns, ""),
+		iam.WithdrawCredentialSource: credRes(ns, ""),
 	} {
 		d, err := s.decide(r.Context(), principal(r), act, res, nil, true)
 		if err != nil {
@@ -86,6 +90,8 @@ func accessOf(err error) (wire.AccessDecision, error) {
 		dec := wire.AccessDecision{}
 		if p, _ := e.Details["policies"].(string); p != "" {
 			dec.Reasons = strings.Split(p, ", ")
+		} else if reason, _ := e.Details["reason"].(string); reason != "" {
+			dec.Reasons = []string{reason} // e.g. CROSS_NAMESPACE_REFERENCE
 		}
 		return dec, nil
 	case e.Status >= 500:

@@ -39,7 +39,7 @@ func (s *server) agentFor(r *http.Request, act iam.Action) (state.Namespace, sta
 	if err != nil {
 		return ns, a, err
 	}
-	return ns, a, s.authorize(r, act, s.agentRes(ns, a), onAgent(ns, a), nil, false)
+	return ns, a, s.refused(r, onAgent(ns, a), s.decider().OnAgent(r.Context(), principal(r), act, ns, a))
 }
 
 func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
@@ -69,8 +69,11 @@ func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	if err := validPlugins(req.Plugins); err != nil {
 		return err
 	}
-	policy, err := statePolicy(req.Rollback)
+	rollback, err := statePolicy(req.Rollback)
 	if err != nil {
+		return err
+	}
+	if err := validResources(req.Resources); err != nil {
 		return err
 	}
 	if req.Configuration == "" {
@@ -89,13 +92,16 @@ func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	if err := s.allow(r, iam.CreateAgent, iam.AgentResource(ns.Name, draft, cfg.Name, spName), ns.ID); err != nil {
 		return err
 	}
+	if err := s.referenceInNamespace(r, ns, req.HarnessAuth, auditAt{ns: ns.ID}, iam.CreateAgent); err != nil {
+		return err
+	}
 	spID, own := newID(), true
 	if req.ServicePrincipal != "" {
 		sp, ok := s.b.Machine().ServicePrincipalByName(ns.ID, req.ServicePrincipal)
 		if !ok {
 			return notFound("service principal %q not found in namespace %q", req.ServicePrincipal, ns.Name)
 		}
-		if err := s.allow(r, iam.UseServicePrincipal, iam.ServicePrincipalResource(ns.Name, sp, req.Name), ns.ID); err != nil {
+		if err := s.refused(r, auditAt{ns: ns.ID}, s.decider().UseServicePrincipal(r.Context(), principal(r), ns, sp, req.Name)); err != nil {
 			return err
 		}
 		spID, own = sp.ID, false
@@ -105,10 +111,10 @@ func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
 			return conflict("agent name %q is taken in namespace %q", req.Name, ns.Name)
 		}
 	}
-	return s.commit(w, r, http.StatusCreated, state.CmdCreateAgent, state.CreateAgent{ID: newID(), NamespaceID: ns.ID,
+	return commit(s, w, r, http.StatusCreated, answerCreateAgent, state.CreateAgent{ID: newID(), NamespaceID: ns.ID,
 		Name: req.Name, ExecutionMode: req.ExecutionMode, ConfigurationID: cfg.ID,
-		HarnessAuth: stateHarnessAuth(req.HarnessAuth), ComputeID: req.ComputeID, Plugins: req.Plugins, Rollback: policy,
-		ServicePrincipalID: spID, OwnServicePrincipal: own})
+		HarnessAuth: stateHarnessAuth(req.HarnessAuth), ComputeID: req.ComputeID, Plugins: req.Plugins, Rollback: rollback,
+		ServicePrincipalID: spID, OwnServicePrincipal: own, Resources: stateResources(req.Resources)})
 }
 
 func (s *server) updateAgent(w http.ResponseWriter, r *http.Request) error {
@@ -143,6 +149,10 @@ func (s *server) updateAgent(w http.ResponseWriter, r *http.Request) error {
 	if cmd.Rollback, err = statePolicy(req.Rollback); err != nil {
 		return err
 	}
+	if err := validResources(req.Resources); err != nil {
+		return err
+	}
+	cmd.Resources = stateResources(req.Resources)
 	if req.Configuration != nil {
 		cfg, err := s.configurationRef(ns, *req.Configuration)
 		if err != nil {
@@ -156,10 +166,13 @@ func (s *server) updateAgent(w http.ResponseWriter, r *http.Request) error {
 	if err := s.authorize(r, iam.UpdateAgent, s.agentRes(ns, cmd.Applied(a)), onAgent(ns, a), nil, false); err != nil {
 		return err
 	}
+	if err := s.referenceInNamespace(r, ns, req.HarnessAuth, onAgent(ns, a), iam.UpdateAgent); err != nil {
+		return err
+	}
 	if a.Deleting {
 		return conflict("agent %q is being deleted", a.Name)
 	}
-	return s.commit(w, r, http.StatusOK, state.CmdUpdateAgent, cmd)
+	return commit(s, w, r, http.StatusOK, answerUpdateAgent, cmd)
 }
 
 func (s *server) deleteAgent(w http.ResponseWriter, r *http.Request) error {
@@ -170,7 +183,7 @@ func (s *server) deleteAgent(w http.ResponseWriter, r *http.Request) error {
 	if a.Deleting {
 		return conflict("agent %q is already being deleted", a.Name)
 	}
-	return s.commit(w, r, http.StatusAccepted, state.CmdRequestDelete, state.RequestDelete{AgentID: a.ID, WorkID: newID(),
+	return commit(s, w, r, http.StatusAccepted, answerRequestDelete, state.RequestDelete{AgentID: a.ID, WorkID: newID(),
 		MaxAttempts: s.cfg.MaxAttempts, ActorGroups: principal(r).ExternalGroups()})
 }
 
@@ -185,7 +198,7 @@ func (s *server) stopAgent(w http.ResponseWriter, r *http.Request) error {
 	if a.Deleting {
 		return conflict("agent %q is being deleted", a.Name)
 	}
-	return s.commit(w, r, http.StatusAccepted, state.CmdRequestStop, state.RequestStop{AgentID: a.ID, WorkID: newID(),
+	return commit(s, w, r, http.StatusAccepted, answerRequestStop, state.RequestStop{AgentID: a.ID, WorkID: newID(),
 		MaxAttempts: s.cfg.MaxAttempts, ActorGroups: principal(r).ExternalGroups()})
 }
 

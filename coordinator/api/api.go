@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -108,6 +109,11 @@ type Config struct {
 	HarnessVersions map[string]string
 	// Build is what GET /v1/version reports; nil reads this binary's.
 	Build *buildinfo.Info
+	// RateLimits bounds callers' request rates (ratelimit.go); zero fields
+	// take the defaults.
+	RateLimits RateLimits
+	// Clock paces the rate limits; nil means time.Now.
+	Clock func() time.Time
 }
 
 type server struct {
@@ -120,10 +126,14 @@ type server struct {
 	versions map[string]string
 
 	iam              iam.Driver
+	limits           *limiter     // ratelimit.go
+	denials          *denialAudit // bounds.go
 	authMiddleware   http.Handler
 	forwardTransport http.RoundTripper
 	metricsHandler   http.Handler
 	registered       *[]Route // set by Routes()
+
+	credMu sync.Mutex // serializes credential source writes (credentials.go)
 }
 
 // New returns the API handler over b.
@@ -155,6 +165,13 @@ func New(cfg Config, b Backend) http.Handler {
 		reg = prometheus.NewRegistry()
 	}
 	s.metrics = newMetrics(reg, b)
+	clock := cfg.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	s.limits, s.denials = newLimiter(cfg.RateLimits, clock), newDenialAudit(clock)
+	_ = reg.Register(s.limits.refused)
+	_ = reg.Register(s.denials.unrecorded)
 	s.routes(reg)
 	return s
 }

@@ -182,8 +182,10 @@ func TestAgents(t *testing.T) {
 		"no configuration": {"name": "b2"},
 		"bad name":         {"name": "B2", "configuration": "cfg"},
 		"bad mode":         {"name": "b2", "configuration": "cfg", "executionMode": "remote"},
-		"bad method":       {"name": "b2", "configuration": "cfg", "harnessAuth": map[string]any{"method": "password", "sourceRef": "secret://a#b"}},
-		"bad kind":         {"name": "b2", "configuration": "cfg", "harnessAuth": map[string]any{"method": "api_key", "credentialKind": "file", "sourceRef": "secret://a#b"}},
+		"bad method":       {"name": "b2", "configuration": "cfg", "harnessAuth": map[string]any{"method": "password", "sourceRef": "credential:a#b"}},
+		"bad kind":         {"name": "b2", "configuration": "cfg", "harnessAuth": map[string]any{"method": "api_key", "credentialKind": "file", "sourceRef": "credential:a#b"}},
+		"ref not a ref":    {"name": "b2", "configuration": "cfg", "harnessAuth": map[string]any{"method": "api_key", "sourceRef": "secret://a#b"}},
+		"ref bare name":    {"name": "b2", "configuration": "cfg", "harnessAuth": map[string]any{"method": "api_key", "sourceRef": "model"}},
 		"missing ref":      {"name": "b2", "configuration": "cfg", "harnessAuth": map[string]any{"method": "api_key"}},
 		"ref with space":   {"name": "b2", "configuration": "cfg", "harnessAuth": map[string]any{"method": "api_key", "sourceRef": "sk live"}},
 		"runtime with ref": {"name": "b2", "configuration": "cfg", "harnessAuth": map[string]any{"method": "runtime", "sourceRef": "x"}},
@@ -240,14 +242,15 @@ func TestDeployStopDelete(t *testing.T) {
 	e.reject(400, "INVALID_REQUEST", "GET", "/v1/work?owner=x", nil)
 
 	audit := e.expect(200, "GET", "/v1/audit", nil)["items"].([]any)
-	require.Len(t, audit, 5, "namespace, configuration and agent creation, two deploys")
+	require.Len(t, audit, 6, "namespace, credential source, configuration and agent creation, two deploys")
 	require.Equal(t, state.AuditNamespaceCreate, audit[0].(map[string]any)["action"])
-	require.Equal(t, state.AuditDeploy, audit[3].(map[string]any)["action"])
-	require.Equal(t, `Agent::"team/bot"`, audit[3].(map[string]any)["resource"])
-	require.Equal(t, "success", audit[3].(map[string]any)["outcome"])
-	require.Len(t, e.expect(200, "GET", "/v1/audit?after=4&limit=5", nil)["items"], 1)
+	require.Equal(t, state.AuditCredentialCreate, audit[1].(map[string]any)["action"])
+	require.Equal(t, state.AuditDeploy, audit[4].(map[string]any)["action"])
+	require.Equal(t, `Agent::"team/bot"`, audit[4].(map[string]any)["resource"])
+	require.Equal(t, "success", audit[4].(map[string]any)["outcome"])
+	require.Len(t, e.expect(200, "GET", "/v1/audit?after=5&limit=5", nil)["items"], 1)
 	require.Len(t, e.expect(200, "GET", "/v1/audit?action="+state.AuditDeploy, nil)["items"], 2)
-	require.Len(t, e.expect(200, "GET", "/v1/audit?namespace=team&actor=bootstrap", nil)["items"], 5)
+	require.Len(t, e.expect(200, "GET", "/v1/audit?namespace=team&actor=bootstrap", nil)["items"], 6)
 	require.Len(t, e.expect(200, "GET", "/v1/audit?actor=someone", nil)["items"], 0)
 	require.Len(t, e.expect(200, "GET", "/v1/audit?until=2000-01-01T00:00:00Z", nil)["items"], 0)
 	for _, q := range []string{"after=-1", "after=x", "limit=0", "limit=1001", "since=1"} {

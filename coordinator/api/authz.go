@@ -2,13 +2,16 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"oce.dev/oce/coordinator/authn"
 	"oce.dev/oce/coordinator/iam"
+	"oce.dev/oce/coordinator/policy"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
 )
@@ -31,6 +34,8 @@ var routeActions = map[string]iam.Action{
 	"GET /v1/namespaces/{ns}": iam.ViewNamespace,
 	// Removing a tenant boundary is a cluster administrator's act.
 	"DELETE /v1/namespaces/{ns}": iam.AdministerCluster,
+	// So is bounding what a tenant may hold.
+	"PUT /v1/namespaces/{ns}/quota": iam.AdministerCluster,
 
 	"GET /v1/namespaces/{ns}/configurations":       iam.ViewConfiguration,
 	"POST /v1/namespaces/{ns}/configurations":      iam.CreateConfiguration,
@@ -82,6 +87,14 @@ var routeActions = map[string]iam.Action{
 	"POST /v1/cluster/transfer":      iam.AdministerCluster,
 	"GET /v1/cluster/snapshot":       iam.AdministerCluster,
 	"POST /v1/cluster/restore":       iam.AdministerCluster,
+
+	// Credential sources (credentials.go); a registration (from) is also
+	// RegisterCredentialSource, a cluster admin's.
+	"GET /v1/namespaces/{ns}/credentials":                iam.ViewCredentialSource,
+	"POST /v1/namespaces/{ns}/credentials":               iam.CreateCredentialSource,
+	"GET /v1/namespaces/{ns}/credentials/{cred}":         iam.ViewCredentialSource,
+	"POST /v1/namespaces/{ns}/credentials/{cred}/rotate": iam.RotateCredentialSource,
+	"DELETE /v1/namespaces/{ns}/credentials/{cred}":      iam.WithdrawCredentialSource,
 }
 
 // Route is one API route and the action it authorizes.
@@ -158,20 +171,56 @@ func (s *server) allow(r *http.Request, act iam.Action, res iam.Resource, nsID s
 // authorize is allow with the audit record's place, the request's context
 // facts and, with rolesOnly, the built-in roles alone.
 func (s *server) authorize(r *http.Request, act iam.Action, res iam.Resource, at auditAt, c map[string]any, rolesOnly bool) error {
-	d, err := s.decide(r.Context(), principal(r), act, res, c, rolesOnly)
-	if err != nil {
-		return err
-	}
-	if d.Allowed {
-		return nil
-	}
-	s.auditDenial(r, act, res, at, d.Reasons)
-	return forbidden(act, res, d.Reasons)
+	return s.refused(r, at, s.decider().Allow(r.Context(), iam.Request{Principal: principal(r), Action: act,
+		Resource: res, Context: c, RolesOnly: rolesOnly}))
 }
 
-// auditDenial appends the record of a denied write.
+// decider decides the caller's uses of exact resources over the current
+// state (coordinator/policy: the deploy decision the engine's
+// reauthorization makes too).
+func (s *server) decider() policy.Decider {
+	return policy.Decider{IAM: s.iam, State: s.b.Machine()}
+}
+
+// refused turns a policy decision into the request's answer: a denial
+// answers 403 FORBIDDEN with the action and resource (a denied write
+// appends its audit record at at), a decision the driver failed to make is
+// the driver's error, and anything else passes unchanged.
+func (s *server) refused(r *http.Request, at auditAt, err error) error {
+	var d *policy.Denied
+	if errors.As(err, &d) {
+		s.auditDenial(r, d.Action, d.Resource, at, d.Reasons)
+		return forbidden(d.Action, d.Resource, d.Reasons)
+	}
+	var u *policy.Undecided
+	if errors.As(err, &u) {
+		return u.Err
+	}
+	return err
+}
+
+// auditDenial appends the record of a denied write: compact (the action,
+// the resource as validated path segments and names spell it, the code;
+// the state bounds every string) and paced per actor (bounds.go:
+// denialAudit folds a flood into counts).
 func (s *server) auditDenial(r *http.Request, act iam.Action, res iam.Resource, at auditAt, reasons []string) {
+	var details map[string]string
+	if len(reasons) > 0 {
+		details = map[string]string{"policies": truncate(strings.Join(reasons, ", "), 512)}
+	}
+	s.auditRefusal(r, act, res, at, codes.Forbidden, details)
+}
+
+// auditRefusal appends the record of a write refused with code — a
+// permission denied (FORBIDDEN), or a closed reason such as a credential
+// reference into another Namespace — with its actor; reads are not audited.
+func (s *server) auditRefusal(r *http.Request, act iam.Action, res iam.Resource, at auditAt, code codes.Code, more map[string]string) {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return
+	}
+	own, folded := s.denials.admit(principal(r).Actor())
+	if !own {
+		s.denials.unrecorded.Inc()
 		return
 	}
 	info, _ := iam.Info(act)
@@ -179,15 +228,16 @@ func (s *server) auditDenial(r *http.Request, act iam.Action, res iam.Resource, 
 	if action == "" {
 		action = "oce." + string(act)
 	}
-	details := map[string]string{"action": string(act), "code": string(codes.Forbidden)}
-	if len(reasons) > 0 {
-		details["policies"] = truncate(strings.Join(reasons, ", "), 512)
-	}
+	details := map[string]string{"action": string(act), "code": string(code)}
+	maps.Copy(details, more)
 	if at.as != "" {
 		action = at.as
 		maps.Copy(details, at.details)
 	}
-	if _, err := s.propose(r, state.CmdRecordAudit, state.RecordAudit{Action: action, Resource: res.String(),
+	if folded > 0 {
+		details["suppressed"] = strconv.Itoa(folded)
+	}
+	if _, err := propose(s, r, state.CmdRecordAudit, state.RecordAudit{Action: action, Resource: res.String(),
 		NamespaceID: at.ns, AgentID: at.agent, Outcome: state.OutcomeDenied, Details: details}); err != nil {
 		s.log.Warn("denial audit failed", "action", string(act), "error", err.Error())
 	}
@@ -196,7 +246,7 @@ func (s *server) auditDenial(r *http.Request, act iam.Action, res iam.Resource, 
 // auditSuccess appends the record of a change outside the state machine's
 // own commands (cluster membership, restore).
 func (s *server) auditSuccess(r *http.Request, action string, res iam.Resource, details map[string]string) {
-	if _, err := s.propose(r, state.CmdRecordAudit, state.RecordAudit{Action: action, Resource: res.String(),
+	if _, err := propose(s, r, state.CmdRecordAudit, state.RecordAudit{Action: action, Resource: res.String(),
 		Outcome: state.OutcomeSuccess, Details: details}); err != nil {
 		s.log.Warn("audit failed", "action", action, "error", err.Error())
 	}
@@ -220,6 +270,8 @@ func pathResource(r *http.Request) iam.Resource {
 		return iam.Scoped(iam.TypeConfiguration, ns, r.PathValue("cfg"), nil)
 	case r.PathValue("sp") != "":
 		return iam.Scoped(iam.TypeServicePrincipal, ns, r.PathValue("sp"), nil)
+	case r.PathValue("cred") != "":
+		return iam.Scoped(iam.TypeCredentialSource, ns, r.PathValue("cred"), nil)
 	}
 	return iam.NamespaceRes(ns)
 }
@@ -236,7 +288,15 @@ func (s *server) visible(r *http.Request, ref string) (state.Namespace, error) {
 	if !s.can(r, iam.ViewNamespace, iam.NamespaceRes(name)) {
 		act := routeActions[routeOf(r)]
 		res := pathResource(r)
-		s.auditDenial(r, act, res, auditAt{ns: ns.ID}, nil)
+		if r.PathValue("ns") == "" {
+			// The Namespace came from the body or the query (a service
+			// principal's tokens): name it, never Namespace::"".
+			res = iam.NamespaceRes(ref)
+		}
+		// Recorded cluster-wide, never in the Namespace's own log: a
+		// caller who may not see a Namespace cannot write into its audit
+		// trail, and the record does not tell whether it exists.
+		s.auditDenial(r, act, res, auditAt{}, nil)
 		return state.Namespace{}, forbidden(act, res, nil)
 	}
 	return ns, err
@@ -245,15 +305,7 @@ func (s *server) visible(r *http.Request, ref string) (state.Namespace, error) {
 // Resources of state entities.
 
 func (s *server) agentRes(ns state.Namespace, a state.Agent) iam.Resource {
-	m := s.b.Machine()
-	cfgName, spName := "", ""
-	if c, ok := m.Configuration(a.ConfigurationID); ok {
-		cfgName = c.Name
-	}
-	if sp, ok := m.ServicePrincipal(a.ServicePrincipalID); ok {
-		spName = sp.Name
-	}
-	return iam.AgentResource(ns.Name, a, cfgName, spName)
+	return policy.AgentResource(s.b.Machine(), ns, a)
 }
 
 func cfgRes(ns state.Namespace, name string) iam.Resource {

@@ -92,7 +92,8 @@ func matrixRows() map[string]matrixRow {
 		"POST /v1/namespaces":     {path: "/v1/namespaces", body: obj(`{"name":"fresh"}`), allowed: ca, ok: 201},
 		"GET /v1/namespaces/{ns}": {path: ns, allowed: teamReaders, ok: 200},
 		// team holds Agents: a cluster admin may ask, and is refused with 409.
-		"DELETE /v1/namespaces/{ns}": {path: ns, allowed: ca, ok: 409},
+		"DELETE /v1/namespaces/{ns}":    {path: ns, allowed: ca, ok: 409},
+		"PUT /v1/namespaces/{ns}/quota": {path: ns + "/quota", body: obj(`{"agents":5,"cpu":"16"}`), allowed: ca, ok: 200},
 
 		"GET /v1/namespaces/{ns}/configurations": {path: ns + "/configurations", allowed: teamReaders, ok: 200},
 		"POST /v1/namespaces/{ns}/configurations": {path: ns + "/configurations", allowed: ca, ok: 201,
@@ -158,6 +159,19 @@ func matrixRows() map[string]matrixRow {
 		"POST /v1/namespaces/{ns}/serviceprincipals": {path: ns + "/serviceprincipals", body: obj(`{"name":"ci2"}`),
 			allowed: ca, ok: 201},
 		"DELETE /v1/namespaces/{ns}/serviceprincipals/{sp}": {path: ns + "/serviceprincipals/ci", allowed: ca, ok: 200},
+
+		// Credential sources: viewers see metadata; admins (here the
+		// cluster admin) write values.
+		"GET /v1/namespaces/{ns}/credentials": {path: ns + "/credentials", allowed: teamReaders, ok: 200,
+			check: func(t *testing.T, caller string, body []byte) {
+				require.Equal(t, []string{"anthropic"}, names(t, body))
+			}},
+		"POST /v1/namespaces/{ns}/credentials": {path: ns + "/credentials", allowed: ca, ok: 201,
+			body: obj(`{"name":"fresh","values":{"value":"matrix-value"}}`)},
+		"GET /v1/namespaces/{ns}/credentials/{cred}": {path: ns + "/credentials/anthropic", allowed: teamReaders, ok: 200},
+		"POST /v1/namespaces/{ns}/credentials/{cred}/rotate": {path: ns + "/credentials/anthropic/rotate", allowed: ca, ok: 200,
+			body: obj(`{"values":{"key":"matrix-value"}}`)},
+		"DELETE /v1/namespaces/{ns}/credentials/{cred}": {path: ns + "/credentials/anthropic", allowed: ca, ok: 200},
 
 		"GET /v1/work": {path: "/v1/work", allowed: everyone, ok: 200,
 			check: func(t *testing.T, caller string, body []byte) {
@@ -309,7 +323,7 @@ type matrixFixture struct {
 // a second cluster member.
 func newMatrixFixture(t *testing.T, c *credentials) *matrixFixture {
 	b := apitest.New()
-	must := func(typ string, p any) any {
+	must := func(typ state.Named, p any) any {
 		t.Helper()
 		res, err := b.Apply(typ, p)
 		require.NoError(t, err, typ)
@@ -320,6 +334,7 @@ func newMatrixFixture(t *testing.T, c *credentials) *matrixFixture {
 	auth := &state.HarnessAuth{Method: "api_key", CredentialKind: "secret", SourceRef: "secret://team/anthropic#key"}
 	for _, ns := range []string{"team", "other"} {
 		must(state.CmdCreateNamespace, state.CreateNamespace{ID: "ns-" + ns, Name: ns})
+		must(state.CmdCreateCredentialSource, state.CreateCredentialSource{ID: "k-" + ns, NamespaceID: "ns-" + ns, Name: "anthropic", Keys: []string{"key"}})
 		must(state.CmdPutConfiguration, state.PutConfiguration{ID: "cfg-" + ns, NamespaceID: "ns-" + ns, Name: "cfg", Document: doc})
 		must(state.CmdCreateAgent, state.CreateAgent{ID: "agent-" + ns, NamespaceID: "ns-" + ns, Name: "bot",
 			ConfigurationID: "cfg-" + ns, HarnessAuth: auth, ServicePrincipalID: "sp-" + ns, OwnServicePrincipal: true})

@@ -38,6 +38,7 @@ func BenchmarkDeploy(b *testing.B) {
 			must(be.Apply(state.CmdCreateNamespace, state.CreateNamespace{ID: "ns1", Name: "team"}))
 			must(be.Apply(state.CmdPutConfiguration, state.PutConfiguration{ID: "cfg1", NamespaceID: "ns1", Name: "cfg",
 				Document: json.RawMessage(admission.ExampleEmbeddedAnthropic)}))
+			must(be.Apply(state.CmdCreateCredentialSource, state.CreateCredentialSource{ID: "k1", NamespaceID: "ns1", Name: "k", Keys: []string{"key"}}))
 			must(be.Apply(state.CmdCreateAgent, state.CreateAgent{ID: "a1", NamespaceID: "ns1", Name: "bot", ConfigurationID: "cfg1",
 				HarnessAuth:        &state.HarnessAuth{Method: "api_key", SourceRef: "secret://team/k#key"},
 				ServicePrincipalID: "sp1", OwnServicePrincipal: true}))

@@ -32,7 +32,18 @@ func (s *server) clusterInfo(r *http.Request) (wire.Cluster, error) {
 	if err != nil {
 		return wire.Cluster{}, err
 	}
-	return wireCluster(info)
+	cl, err := wireCluster(info)
+	if q, ok := s.b.(Quiescer); ok && err == nil {
+		cl.Quiescent = q.Quiescent()
+	}
+	return cl, err
+}
+
+// Quiescer is optionally implemented by a Backend that runs the activation
+// engine: Quiescent reports that this node leads and its engine writes
+// nothing more until a request or a changed observation (engine.Quiescent).
+type Quiescer interface {
+	Quiescent() bool
 }
 
 func (s *server) clusterJoin(w http.ResponseWriter, r *http.Request) error {

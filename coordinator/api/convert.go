@@ -17,7 +17,44 @@ import (
 // round-trip test (convert_test.go), never a silent contract change.
 
 func wireNamespace(n state.Namespace) wire.Namespace {
-	return wire.Namespace{ID: n.ID, Name: n.Name, CreatedAt: n.CreatedAt}
+	out := wire.Namespace{ID: n.ID, Name: n.Name, CreatedAt: n.CreatedAt}
+	if q := n.Quota; q != nil {
+		out.Quota = &wire.NamespaceQuota{Agents: q.Agents, CPU: q.CPU, Memory: q.Memory, Storage: q.Storage}
+	}
+	return out
+}
+
+// stateQuota converts a quota request (all zero: none).
+func stateQuota(q wire.NamespaceQuota) *state.NamespaceQuota {
+	out := &state.NamespaceQuota{Agents: q.Agents, CPU: q.CPU, Memory: q.Memory, Storage: q.Storage}
+	if out.Empty() {
+		return nil
+	}
+	return out
+}
+
+func wireContainerResources(c state.ContainerResources) wire.ContainerResources {
+	return wire.ContainerResources{CPURequest: c.CPURequest, MemoryRequest: c.MemoryRequest, CPULimit: c.CPULimit, MemoryLimit: c.MemoryLimit}
+}
+
+func stateContainerResources(c wire.ContainerResources) state.ContainerResources {
+	return state.ContainerResources{CPURequest: c.CPURequest, MemoryRequest: c.MemoryRequest, CPULimit: c.CPULimit, MemoryLimit: c.MemoryLimit}
+}
+
+func wireResources(r *state.AgentResources) *wire.AgentResources {
+	if r == nil {
+		return nil
+	}
+	return &wire.AgentResources{Gateway: wireContainerResources(r.Gateway), Harness: wireContainerResources(r.Harness)}
+}
+
+// stateResources converts a request's resources (nil stays nil: unchanged
+// or defaults).
+func stateResources(r *wire.AgentResources) *state.AgentResources {
+	if r == nil {
+		return nil
+	}
+	return &state.AgentResources{Gateway: stateContainerResources(r.Gateway), Harness: stateContainerResources(r.Harness)}
 }
 
 func wireConfiguration(c state.Configuration) wire.Configuration {
@@ -44,7 +81,8 @@ func wireAgent(a state.Agent, spName string) wire.Agent {
 	return wire.Agent{ID: a.ID, NamespaceID: a.NamespaceID, Name: a.Name, ExecutionMode: a.ExecutionMode,
 		ConfigurationID: a.ConfigurationID, HarnessAuth: wireHarnessAuth(a.HarnessAuth), ComputeID: a.ComputeID,
 		Plugins: a.Plugins, ActiveRevisionID: a.ActiveRevisionID, RevisionCount: a.RevisionCount,
-		Deleting: a.Deleting, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, ServicePrincipal: spName}
+		Deleting: a.Deleting, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, ServicePrincipal: spName,
+		Resources: wireResources(a.Resources)}
 }
 
 // wireAgentOf converts an Agent naming its ServicePrincipal.
@@ -59,7 +97,7 @@ func wireRevision(r state.Revision) wire.Revision {
 		Harness: wire.HarnessIdentity{ID: r.Harness.ID, Version: r.Harness.Version}, Mode: r.Mode,
 		ComputeID: r.ComputeID, HarnessAuth: wireHarnessAuth(r.HarnessAuth), Plugins: r.Plugins, Status: r.Status,
 		FailureCode: r.FailureCode, FailureDetail: r.FailureDetail, CreatedAt: r.CreatedAt,
-		ServicePrincipalID: r.ServicePrincipalID}
+		ServicePrincipalID: r.ServicePrincipalID, Resources: wireResources(r.Resources)}
 }
 
 func wireWork(w state.Work) wire.Work {

@@ -1,23 +1,25 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/iam"
+	"oce.dev/oce/coordinator/policy"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
 )
 
-// deployAgent authorizes the deploy of the exact Agent and every reference
-// it uses (docs/design/seed-002.md: its ServicePrincipal and credential source each get
-// their own decision), runs admission on the leader against the Agent, its
-// Configuration and the installation, enforces the Restrictions on the
-// admitted facts, then freezes the revision (with the Agent's
-// ServicePrincipal) and enqueues its activate work, recording the actor, in
-// one AdmitRevision entry (202). Apply refuses the entry when the Agent or
-// Configuration changed meanwhile.
+// deployAgent decides the deploy of the exact Agent and every reference it
+// uses (docs/design/seed-002.md: its ServicePrincipal and credential source
+// each get their own decision) with admission on the leader and the
+// Restrictions on the admitted facts (admitDeploy), then freezes the
+// revision (with the Agent's ServicePrincipal) and enqueues its activate
+// work, recording the actor, in one AdmitRevision entry (202). Apply refuses
+// the entry when the Agent or Configuration changed meanwhile.
 func (s *server) deployAgent(w http.ResponseWriter, r *http.Request) error {
 	var req wire.Deploy
 	if err := s.decodeOptionalBody(w, r, &req); err != nil {
@@ -31,71 +33,76 @@ func (s *server) deployAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.commit(w, r, http.StatusAccepted, state.CmdAdmitRevision, state.AdmitRevision{Revision: rev, WorkID: newID(),
+	return commit(s, w, r, http.StatusAccepted, answerAdmitRevision, state.AdmitRevision{Revision: rev, WorkID: newID(),
 		MaxAttempts: s.cfg.MaxAttempts, ActorGroups: principal(r).ExternalGroups()})
 }
 
-// admitDeploy is the deploy's decision without its effect: it authorizes
-// the deploy of a and its references, admits the revision and enforces the
-// Restrictions on the admitted facts, and returns the revision to freeze.
+// admitDeploy is the deploy's decision without its effect
+// (policy.Decider.Deploy: the permission, the references, admission and the
+// Restrictions on the admitted facts); it returns the revision to freeze.
 // GET …/access asks it too, so a page offers Deploy exactly when the API
 // would accept it.
 func (s *server) admitDeploy(r *http.Request, ns state.Namespace, a state.Agent, logLevel string) (state.Revision, error) {
-	agentRes := s.agentRes(ns, a)
-	// The permission first, before admission can tell the caller anything;
-	// the Restrictions once the admitted facts are known.
-	if err := s.authorize(r, iam.DeployAgent, agentRes, onAgent(ns, a), nil, true); err != nil {
-		return state.Revision{}, err
+	rev, err := s.decider().Deploy(r.Context(), policy.Deploy{Principal: principal(r), Namespace: ns, Agent: a,
+		ServicePrincipalID: a.ServicePrincipalID, HarnessAuth: a.HarnessAuth, Quota: true,
+		Admit: func() (state.Revision, admission.Output, error) { return s.admit(ns, a, logLevel) }})
+	if errors.Is(err, policy.ErrServicePrincipalGone) {
+		return state.Revision{}, conflict("the service principal of agent %q is gone", a.Name)
 	}
-	if err := s.allowReferences(r, ns, a); err != nil {
-		return state.Revision{}, err
+	var over *policy.OverQuota
+	if errors.As(err, &over) {
+		return state.Revision{}, s.overQuota(r, ns, a, over)
 	}
+	return rev, s.referenceRefused(r, onAgent(ns, a), iam.UseCredentialSource, s.refused(r, onAgent(ns, a), err))
+}
+
+// admit runs admission on the leader against the Agent, its Configuration
+// and the installation, and builds the revision to freeze (with the Agent's
+// ServicePrincipal).
+func (s *server) admit(ns state.Namespace, a state.Agent, logLevel string) (state.Revision, admission.Output, error) {
 	if a.Deleting {
-		return state.Revision{}, conflict("agent %q is being deleted", a.Name)
+		return state.Revision{}, admission.Output{}, conflict("agent %q is being deleted", a.Name)
 	}
 	m := s.b.Machine()
 	cfg, ok := m.Configuration(a.ConfigurationID)
 	if !ok || cfg.NamespaceID != ns.ID {
-		return state.Revision{}, notFound("configuration %q of agent %q not found", a.ConfigurationID, a.Name)
+		return state.Revision{}, admission.Output{}, notFound("configuration %q of agent %q not found", a.ConfigurationID, a.Name)
 	}
 	computeID, err := s.computeID(a)
 	if err != nil {
-		return state.Revision{}, err
+		return state.Revision{}, admission.Output{}, err
 	}
 	out, err := admission.Admit(s.admissionInput(a, cfg, m.Installation(), logLevel))
 	if err != nil {
-		return state.Revision{}, err
+		return state.Revision{}, admission.Output{}, err
 	}
 	rev := state.Revision{
 		ID: newID(), AgentID: a.ID, NamespaceID: ns.ID, Document: out.Document,
 		ConfigurationID: cfg.ID, ConfigurationGeneration: cfg.Generation,
 		Harness: out.Harness, Mode: out.Mode, ComputeID: computeID,
 		HarnessAuth: a.HarnessAuth, Plugins: a.Plugins, Status: state.RevisionPending,
-		CreatedAt: time.Now().UTC(), ServicePrincipalID: a.ServicePrincipalID,
+		CreatedAt: time.Now().UTC(), ServicePrincipalID: a.ServicePrincipalID, Resources: a.Resources,
 	}
-	if err := s.authorize(r, iam.DeployAgent, agentRes, onAgent(ns, a), iam.DeployContext(rev, out), false); err != nil {
-		return state.Revision{}, err
-	}
-	return rev, nil
+	return rev, out, nil
 }
 
-// allowReferences authorizes the Agent's separately protected references:
-// its ServicePrincipal and the credential source its harnessAuth names.
-func (s *server) allowReferences(r *http.Request, ns state.Namespace, a state.Agent) error {
-	m := s.b.Machine()
-	if a.ServicePrincipalID != "" {
-		sp, ok := m.ServicePrincipal(a.ServicePrincipalID)
-		if !ok || sp.NamespaceID != ns.ID {
-			return conflict("the service principal of agent %q is gone", a.Name)
-		}
-		if err := s.authorize(r, iam.UseServicePrincipal, iam.ServicePrincipalResource(ns.Name, sp, a.Name), onAgent(ns, a), nil, false); err != nil {
-			return err
-		}
-	}
-	if res, ok := iam.CredentialSourceResource(ns.Name, a.HarnessAuth); ok {
-		if err := s.authorize(r, iam.UseCredentialSource, res, onAgent(ns, a), nil, false); err != nil {
-			return err
+// overQuota answers a deploy refused by the Namespace's quota (409
+// QUOTA_EXCEEDED naming the quota) and, for a write, records the refusal
+// in the audit log; nothing else changes.
+func (s *server) overQuota(r *http.Request, ns state.Namespace, a state.Agent, over *policy.OverQuota) error {
+	details := map[string]string{"code": string(codes.QuotaExceeded), "quota": over.Quota, "limit": over.Limit,
+		"used": over.Used, "requested": over.Requested}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if _, err := propose(s, r, state.CmdRecordAudit, state.RecordAudit{Action: state.AuditDeploy, Resource: s.agentRes(ns, a).String(),
+			NamespaceID: ns.ID, AgentID: a.ID, Outcome: state.OutcomeDenied, Details: details}); err != nil {
+			s.log.Warn("quota refusal audit failed", "agent", a.ID, "error", err.Error())
 		}
 	}
-	return nil
+	e := &Error{Status: http.StatusConflict, Code: codes.QuotaExceeded, Message: over.Error(), Details: map[string]any{}}
+	for k, v := range details {
+		if k != "code" {
+			e.Details[k] = v
+		}
+	}
+	return e
 }

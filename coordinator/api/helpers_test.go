@@ -105,11 +105,14 @@ func (e *env) reject(status int, code, method, path string, v any) map[string]an
 	return r.json(e.t)
 }
 
-// seed creates namespace "team", configuration "cfg" (embedded anthropic)
-// and agent "bot" with an api_key binding.
+// seed creates namespace "team", configuration "cfg" (embedded anthropic),
+// credential source "anthropic" (key "key") and agent "bot" with an api_key
+// binding naming it (in the spelling of earlier releases).
 func (e *env) seed() (ns, cfg, agent map[string]any) {
 	e.t.Helper()
 	ns = e.expect(201, "POST", "/v1/namespaces", map[string]any{"name": "team"})
+	e.expect(201, "POST", "/v1/namespaces/team/credentials", map[string]any{"name": "anthropic",
+		"values": map[string]string{"key": "test-anthropic-value"}})
 	cfg = e.expect(201, "POST", "/v1/namespaces/team/configurations",
 		map[string]any{"name": "cfg", "document": json.RawMessage(admission.ExampleEmbeddedAnthropic)})
 	agent = e.expect(201, "POST", "/v1/namespaces/team/agents", map[string]any{"name": "bot", "configuration": "cfg",

@@ -124,40 +124,28 @@ func stamped(ctx context.Context, status int) context.Context {
 // commit proposes one state write and answers status with the rendering of
 // its result — or, when the entry found its key recorded, the recorded
 // answer.
-func (s *server) commit(w http.ResponseWriter, r *http.Request, status int, typ string, payload any) error {
-	res, err := s.propose(r.WithContext(stamped(r.Context(), status)), typ, payload)
+func commit[P, R any](s *server, w http.ResponseWriter, r *http.Request, status int, a answer[P, R], payload P) error {
+	res, rp, err := state.ProposeKeyed(stamped(r.Context(), status), s.caller(r), a.cmd, payload)
 	if err != nil {
 		return err
 	}
-	if rp, ok := res.(*state.Replay); ok {
+	if rp != nil {
 		return s.replay(w, rp.Record)
 	}
-	k, ok := results[typ]
-	if !ok {
-		return fmt.Errorf("api: no answer rendering for %s", typ)
-	}
-	body, err := k.render(s, res)
-	if err != nil {
-		return err
-	}
 	s.setIndex(w)
-	writeJSON(w, status, body)
+	writeJSON(w, status, a.render(s, res))
 	return nil
 }
 
 // replay answers a recorded write again.
 func (s *server) replay(w http.ResponseWriter, rec state.IdempotencyRecord) error {
-	k, ok := results[rec.Type]
+	k, ok := replays[rec.Type]
 	if !ok {
 		return fmt.Errorf("api: no answer rendering for recorded %s", rec.Type)
 	}
-	v, err := k.decode(rec.Result)
+	body, err := k.replay(s, rec.Result)
 	if err != nil {
 		return fmt.Errorf("api: recorded %s result: %w", rec.Type, err)
-	}
-	body, err := k.render(s, v)
-	if err != nil {
-		return err
 	}
 	w.Header().Set(ReplayedHeader, "true")
 	s.setIndex(w)
@@ -165,45 +153,63 @@ func (s *server) replay(w http.ResponseWriter, rec state.IdempotencyRecord) erro
 	return nil
 }
 
-// result renders one command type's result into its answer body; decode
-// turns a recorded result back into the type render takes, so a replayed
-// answer shows the original entity (observed status, which the views add
-// from the current state, is current).
-type result struct {
-	render func(s *server, v any) (any, error)
-	decode func(json.RawMessage) (any, error)
+// answer is what a keyed write of cmd answers: the rendering of its result
+// into the answer body. A replayed answer decodes the recorded result back
+// into R first, so it shows the original entity (observed status, which the
+// views add from the current state, is current).
+type answer[P, R any] struct {
+	cmd    state.Cmd[P, R]
+	render func(s *server, res R) any
 }
 
-func resultOf[T, B any](f func(*server, T) B) result {
-	return result{
-		render: func(s *server, v any) (any, error) {
-			t, ok := v.(T)
-			if !ok {
-				return nil, fmt.Errorf("api: result is %T, want %T", v, t)
-			}
-			return f(s, t), nil
-		},
-		decode: func(b json.RawMessage) (any, error) {
-			var t T
-			err := json.Unmarshal(b, &t)
-			return t, err
-		},
+func answerOf[P, R, B any](cmd state.Cmd[P, R], f func(*server, R) B) answer[P, R] {
+	return answer[P, R]{cmd: cmd, render: func(s *server, res R) any { return f(s, res) }}
+}
+
+func (a answer[P, R]) name() string { return a.cmd.Name() }
+
+func (a answer[P, R]) replay(s *server, recorded json.RawMessage) (any, error) {
+	var res R
+	if err := json.Unmarshal(recorded, &res); err != nil {
+		return nil, err
 	}
+	return a.render(s, res), nil
 }
 
-// results covers every command a keyed route proposes through commit.
-var results = map[string]result{
-	state.CmdCreateNamespace:     resultOf(pure(wireNamespace)),
-	state.CmdPutConfiguration:    resultOf(pure(wireConfiguration)),
-	state.CmdDeleteNamespace:     resultOf(pure(wireNamespace)),
-	state.CmdDeleteConfiguration: resultOf(pure(wireConfiguration)),
-	state.CmdCreateAgent:         resultOf((*server).agentView),
-	state.CmdUpdateAgent:         resultOf((*server).agentView),
-	state.CmdAdmitRevision: resultOf(func(s *server, a state.Admitted) wire.DeployResult {
+// replayer is an answer of any command, as replay finds it by the recorded
+// command's name.
+type replayer interface {
+	name() string
+	replay(s *server, recorded json.RawMessage) (any, error)
+}
+
+// The answers of every command a keyed route commits.
+var (
+	answerCreateNamespace     = answerOf(state.CmdCreateNamespace, pure(wireNamespace))
+	answerDeleteNamespace     = answerOf(state.CmdDeleteNamespace, pure(wireNamespace))
+	answerSetNamespaceQuota   = answerOf(state.CmdSetNamespaceQuota, pure(wireNamespace))
+	answerPutConfiguration    = answerOf(state.CmdPutConfiguration, pure(wireConfiguration))
+	answerDeleteConfiguration = answerOf(state.CmdDeleteConfiguration, pure(wireConfiguration))
+	answerCreateAgent         = answerOf(state.CmdCreateAgent, (*server).agentView)
+	answerUpdateAgent         = answerOf(state.CmdUpdateAgent, (*server).agentView)
+	answerAdmitRevision       = answerOf(state.CmdAdmitRevision, func(s *server, a state.Admitted) wire.DeployResult {
 		return wire.DeployResult{Revision: s.revisionView(a.Revision), WorkID: a.WorkID}
-	}),
-	state.CmdRequestStop:   resultOf(pure(wireWork)),
-	state.CmdRequestDelete: resultOf(pure(wireWork)),
+	})
+	answerRequestStop   = answerOf(state.CmdRequestStop, pure(wireWork))
+	answerRequestDelete = answerOf(state.CmdRequestDelete, pure(wireWork))
+)
+
+// replays finds the answers above by command name, for recorded results.
+var replays = replayTable(answerCreateNamespace, answerDeleteNamespace, answerSetNamespaceQuota, answerPutConfiguration,
+	answerDeleteConfiguration, answerCreateAgent, answerUpdateAgent, answerAdmitRevision, answerRequestStop,
+	answerRequestDelete, answerCreateCredential, answerRotateCredential, answerWithdrawCredential)
+
+func replayTable(answers ...replayer) map[string]replayer {
+	out := make(map[string]replayer, len(answers))
+	for _, a := range answers {
+		out[a.name()] = a
+	}
+	return out
 }
 
 // pure adapts a conversion that needs no server.

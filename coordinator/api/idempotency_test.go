@@ -62,6 +62,8 @@ func TestEveryKeyedWriteReplaysItsAnswer(t *testing.T) {
 	}{
 		{"POST", "/v1/namespaces", map[string]any{"name": "team"}, 201},
 		{"POST", "/v1/namespaces/team/configurations", map[string]any{"name": "cfg", "document": doc}, 201},
+		{"POST", "/v1/namespaces/team/credentials", map[string]any{"name": "anthropic", "values": map[string]string{"key": "v1"}}, 201},
+		{"POST", "/v1/namespaces/team/credentials/anthropic/rotate", map[string]any{"values": map[string]string{"key": "v2"}}, 200},
 		{"PUT", "/v1/namespaces/team/configurations/cfg", map[string]any{"document": doc}, 200},
 		{"POST", "/v1/namespaces/team/agents", map[string]any{"name": "bot", "configuration": "cfg", "harnessAuth": auth}, 201},
 		{"PATCH", "/v1/namespaces/team/agents/bot", map[string]any{"plugins": []string{"p1"}}, 200},

@@ -79,10 +79,10 @@ func (s *server) createUser(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
 	}
-	if err := s.allow(r, iam.ManageUsers, userRes(req.Name), ""); err != nil {
+	if err := validName("user", req.Name); err != nil {
 		return err
 	}
-	if err := validName("user", req.Name); err != nil {
+	if err := s.allow(r, iam.ManageUsers, userRes(req.Name), ""); err != nil {
 		return err
 	}
 	if req.Name == iam.BootstrapActor || req.Name == iam.LegacyActor {
@@ -93,11 +93,11 @@ func (s *server) createUser(w http.ResponseWriter, r *http.Request) error {
 			return invalid("group %q is malformed (or uses the %q prefix of issuer groups)", g, iam.ExternalPrefix)
 		}
 	}
-	res, err := s.propose(r, state.CmdCreateUser, state.CreateUser{ID: newID(), Name: req.Name, Groups: req.Groups})
+	res, err := propose(s, r, state.CmdCreateUser, state.CreateUser{ID: newID(), Name: req.Name, Groups: req.Groups})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, wireUser(res.(state.User)))
+	writeJSON(w, http.StatusCreated, wireUser(res))
 	return nil
 }
 
@@ -110,11 +110,11 @@ func (s *server) deleteUser(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return notFound("user %q not found", name)
 	}
-	res, err := s.propose(r, state.CmdDeleteUser, state.DeleteUser{UserID: u.ID})
+	res, err := propose(s, r, state.CmdDeleteUser, state.DeleteUser{UserID: u.ID})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wireUser(res.(state.User)))
+	writeJSON(w, http.StatusOK, wireUser(res))
 	return nil
 }
 
@@ -155,18 +155,18 @@ func (s *server) createServicePrincipal(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	if err := s.allow(r, iam.CreateSP, iam.ServicePrincipalResource(ns.Name, state.ServicePrincipal{Name: req.Name}, ""), ns.ID); err != nil {
-		return err
-	}
 	if err := validName("service principal", req.Name); err != nil {
 		return err
 	}
-	res, err := s.propose(r, state.CmdCreateServicePrincipal, state.CreateServicePrincipal{ID: newID(),
+	if err := s.allow(r, iam.CreateSP, iam.ServicePrincipalResource(ns.Name, state.ServicePrincipal{Name: req.Name}, ""), ns.ID); err != nil {
+		return err
+	}
+	res, err := propose(s, r, state.CmdCreateServicePrincipal, state.CreateServicePrincipal{ID: newID(),
 		NamespaceID: ns.ID, Name: req.Name})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, wireSP(res.(state.ServicePrincipal)))
+	writeJSON(w, http.StatusCreated, wireSP(res))
 	return nil
 }
 
@@ -182,11 +182,11 @@ func (s *server) deleteServicePrincipal(w http.ResponseWriter, r *http.Request) 
 	if err := s.allow(r, iam.DeleteSP, s.spRes(ns, sp), ns.ID); err != nil {
 		return err
 	}
-	res, err := s.propose(r, state.CmdDeleteServicePrincipal, state.DeleteServicePrincipal{ServicePrincipalID: sp.ID})
+	res, err := propose(s, r, state.CmdDeleteServicePrincipal, state.DeleteServicePrincipal{ServicePrincipalID: sp.ID})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wireSP(res.(state.ServicePrincipal)))
+	writeJSON(w, http.StatusOK, wireSP(res))
 	return nil
 }
 
@@ -224,6 +224,9 @@ func (s *server) ownerNamed(r *http.Request, user, sp string) (tokenOwner, error
 	case user != "" && sp != "":
 		return tokenOwner{}, invalid("name a user or a service principal, not both")
 	case user != "":
+		if err := validName("user", user); err != nil {
+			return tokenOwner{}, err
+		}
 		u, ok := m.UserByName(user)
 		if !ok {
 			if err := s.allow(r, iam.ManageTokens, userRes(user), ""); err != nil {
@@ -237,6 +240,12 @@ func (s *server) ownerNamed(r *http.Request, user, sp string) (tokenOwner, error
 		nsName, name, ok := strings.Cut(sp, "/")
 		if !ok || nsName == "" || name == "" {
 			return tokenOwner{}, invalid("servicePrincipal must be <namespace>/<name>")
+		}
+		if err := validName("namespace", nsName); err != nil {
+			return tokenOwner{}, err
+		}
+		if err := validName("service principal", name); err != nil {
+			return tokenOwner{}, err
 		}
 		ns, err := s.visible(r, nsName)
 		if err != nil {
@@ -338,19 +347,24 @@ func (s *server) createToken(w http.ResponseWriter, r *http.Request) error {
 	return s.mint(w, r, o, req.Name, ttl, "")
 }
 
-// mint makes a token for o, records its hash, and shows it this once.
+// mint makes a token for o, records its hash, and shows it this once. A
+// principal at its bound of usable tokens is refused here, before the log
+// (the state machine checks again: it decides).
 func (s *server) mint(w http.ResponseWriter, r *http.Request, o tokenOwner, name string, ttl time.Duration, replaces string) error {
+	if replaces == "" && s.b.Machine().UsableTokens(o.kind, o.id, time.Now()) >= state.MaxUsableTokens {
+		return conflict("%s %q holds %d usable tokens, the most one principal may: revoke one first", o.kind, o.name, state.MaxUsableTokens)
+	}
 	tk, err := authn.Mint()
 	if err != nil {
 		return err
 	}
-	res, err := s.propose(r, state.CmdCreateToken, state.CreateToken{ID: tk.ID, Name: name, PrincipalKind: o.kind,
+	res, err := propose(s, r, state.CmdCreateToken, state.CreateToken{ID: tk.ID, Name: name, PrincipalKind: o.kind,
 		PrincipalID: o.id, Hash: tk.Hash, ExpiresAt: time.Now().Add(ttl), Replaces: replaces})
 	if err != nil {
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, wire.MintedToken{Token: tk.Token, Record: wireToken(res.(state.Token), o.name)})
+	writeJSON(w, http.StatusCreated, wire.MintedToken{Token: tk.Token, Record: wireToken(res, o.name)})
 	return nil
 }
 
@@ -373,11 +387,11 @@ func (s *server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.propose(r, state.CmdRevokeToken, state.RevokeToken{TokenID: t.ID})
+	res, err := propose(s, r, state.CmdRevokeToken, state.RevokeToken{TokenID: t.ID})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wireToken(res.(state.Token), o.name))
+	writeJSON(w, http.StatusOK, wireToken(res, o.name))
 	return nil
 }
 
@@ -477,11 +491,11 @@ func (s *server) createRoleBinding(w http.ResponseWriter, r *http.Request) error
 	default:
 		return invalid("subject kind %q is not one of user, group, servicePrincipal", req.Subject.Kind)
 	}
-	res, err := s.propose(r, state.CmdCreateRoleBinding, cmd)
+	res, err := propose(s, r, state.CmdCreateRoleBinding, cmd)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, s.wireBinding(res.(state.RoleBinding)))
+	writeJSON(w, http.StatusCreated, s.wireBinding(res))
 	return nil
 }
 
@@ -493,11 +507,11 @@ func (s *server) deleteRoleBinding(w http.ResponseWriter, r *http.Request) error
 	if err := s.allow(r, iam.ManageRoleBindings, s.bindingScope(b), b.NamespaceID); err != nil {
 		return err
 	}
-	res, err := s.propose(r, state.CmdDeleteRoleBinding, state.DeleteRoleBinding{BindingID: b.ID})
+	res, err := propose(s, r, state.CmdDeleteRoleBinding, state.DeleteRoleBinding{BindingID: b.ID})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.wireBinding(res.(state.RoleBinding)))
+	writeJSON(w, http.StatusOK, s.wireBinding(res))
 	return nil
 }
 
@@ -535,10 +549,10 @@ func (s *server) putRestriction(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := r.PathValue("name")
-	if err := s.allow(r, iam.ManageRestrictions, restrictionRes(name), ""); err != nil {
+	if err := validName("restriction", name); err != nil {
 		return err
 	}
-	if err := validName("restriction", name); err != nil {
+	if err := s.allow(r, iam.ManageRestrictions, restrictionRes(name), ""); err != nil {
 		return err
 	}
 	if len(req.Policy) > state.MaxRestrictionText {
@@ -556,11 +570,11 @@ func (s *server) putRestriction(w http.ResponseWriter, r *http.Request) error {
 	if prev, ok := s.restrictionByName(name); ok {
 		id, status = prev.ID, http.StatusOK
 	}
-	res, err := s.propose(r, state.CmdPutRestriction, state.PutRestriction{ID: id, Name: name, Policy: req.Policy})
+	res, err := propose(s, r, state.CmdPutRestriction, state.PutRestriction{ID: id, Name: name, Policy: req.Policy})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, status, wireRestriction(res.(state.Restriction)))
+	writeJSON(w, status, wireRestriction(res))
 	return nil
 }
 
@@ -573,10 +587,10 @@ func (s *server) deleteRestriction(w http.ResponseWriter, r *http.Request) error
 	if !ok {
 		return notFound("restriction %q not found", name)
 	}
-	res, err := s.propose(r, state.CmdDeleteRestriction, state.DeleteRestriction{RestrictionID: v.ID})
+	res, err := propose(s, r, state.CmdDeleteRestriction, state.DeleteRestriction{RestrictionID: v.ID})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wireRestriction(res.(state.Restriction)))
+	writeJSON(w, http.StatusOK, wireRestriction(res))
 	return nil
 }

@@ -15,34 +15,40 @@ import (
 // a lookup answers "not found".
 const catchUpTimeout = 5 * time.Second
 
-// barrierer is implemented by the Raft store: Barrier waits until every
-// entry committed before the call is applied to this leader's state.
-type barrierer interface {
-	Barrier(ctx context.Context) error
-}
+// leaderCommitPoll paces the wait of a new leader for its first commit.
+const leaderCommitPoll = 20 * time.Millisecond
 
 // caughtUp is called before a lookup answers "not found": it lets the state
 // catch up with what the cluster has committed and reports whether the
-// lookup is worth repeating. On a leader it runs a Raft barrier (just after
-// a leadership change, entries of the previous term can be committed but
-// not yet applied here); on a follower it waits for the leader's commit
-// index as this member knows it, so a member catching up never reports as
-// missing what the cluster has. A ?stale read asked for this member's state
-// as it is and skips it.
+// lookup is worth repeating. It waits until this member has applied the
+// cluster's commit index as it knows it (on a leader its own, once the
+// first entry of its term committed: just after a leadership change,
+// entries of the previous term can be committed but not yet applied here;
+// on a follower the leader's), so a member catching up never reports as
+// missing what the cluster has. It writes nothing: a read of a missing
+// name appends no entry to the log (a Raft barrier would). A ?stale read
+// asked for this member's state as it is and skips it.
 func (s *server) caughtUp(ctx context.Context) bool {
 	if m, ok := ctx.Value(readModeKey{}).(readMode); ok && m.stale {
 		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
-	defer cancel()
-	if b, ok := s.b.(barrierer); ok && s.b.IsLeader() {
-		return b.Barrier(ctx) == nil
 	}
 	pos, ok := s.b.(Positions)
 	if !ok {
 		return false
 	}
+	ctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
+	defer cancel()
 	c, ok := pos.LeaderCommit()
+	for !ok && s.b.IsLeader() {
+		// A new leader knows its commit index once its term's first entry
+		// commits (the store's own barrier at the start of every term).
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(leaderCommitPoll):
+		}
+		c, ok = pos.LeaderCommit()
+	}
 	before := pos.AppliedIndex()
 	if !ok || before >= c {
 		return false

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 
 	"oce.dev/oce/coordinator/admission"
@@ -11,16 +12,30 @@ import (
 	"oce.dev/oce/shared/codes"
 )
 
-// propose replicates one command and times it for the apply histogram.
-func (s *server) propose(r *http.Request, typ string, payload any) (any, error) {
-	ctx := r.Context()
-	if s.cfg.WithActor != nil {
-		ctx = s.cfg.WithActor(ctx, principal(r).Actor())
+// caller is the Backend proposing as r's caller: every proposal carries the
+// caller's actor and is timed for the apply histogram.
+func (s *server) caller(r *http.Request) state.Proposer {
+	return callerProposer{s: s, actor: principal(r).Actor()}
+}
+
+type callerProposer struct {
+	s     *server
+	actor string
+}
+
+func (p callerProposer) Propose(ctx context.Context, typ string, payload any) (any, error) {
+	if p.s.cfg.WithActor != nil {
+		ctx = p.s.cfg.WithActor(ctx, p.actor)
 	}
-	done := s.metrics.observePropose(typ)
-	res, err := s.b.Propose(ctx, typ, payload)
+	done := p.s.metrics.observePropose(typ)
+	res, err := p.s.b.Propose(ctx, typ, payload)
 	done(err)
 	return res, err
+}
+
+// propose replicates one command as r's caller and returns its result.
+func propose[P, R any](s *server, r *http.Request, cmd state.Cmd[P, R], payload P) (R, error) {
+	return state.Propose(r.Context(), s.caller(r), cmd, payload)
 }
 
 // listNamespaces lists the Namespaces the caller may view.
@@ -49,13 +64,38 @@ func (s *server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
 	}
-	if err := s.allow(r, iam.CreateNamespace, iam.NamespaceRes(req.Name), ""); err != nil {
-		return err
-	}
+	// The name is validated before authorization: a refusal's audit
+	// record names only a valid name.
 	if err := validName("namespace", req.Name); err != nil {
 		return err
 	}
-	return s.commit(w, r, http.StatusCreated, state.CmdCreateNamespace, state.CreateNamespace{ID: newID(), Name: req.Name})
+	if err := s.allow(r, iam.CreateNamespace, iam.NamespaceRes(req.Name), ""); err != nil {
+		return err
+	}
+	return commit(s, w, r, http.StatusCreated, answerCreateNamespace, state.CreateNamespace{ID: newID(), Name: req.Name})
+}
+
+// setQuota sets or (all zero) removes a Namespace's quota: the platform's
+// decision (AdministerCluster), not the Namespace's own. Deploy admission
+// applies it from the next deploy on; the Kubernetes driver renders it at
+// the Namespace's next deploy.
+func (s *server) setQuota(w http.ResponseWriter, r *http.Request) error {
+	var req wire.NamespaceQuota
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	ns, err := s.namespace(r)
+	if err != nil {
+		return err
+	}
+	if err := s.allow(r, iam.AdministerCluster, iam.ClusterRes(), ns.ID); err != nil {
+		return err
+	}
+	q := stateQuota(req)
+	if err := compute.ValidateQuota(q); err != nil {
+		return invalid("quota: %v", err)
+	}
+	return commit(s, w, r, http.StatusOK, answerSetNamespaceQuota, state.SetNamespaceQuota{NamespaceID: ns.ID, Quota: q})
 }
 
 func (s *server) listConfigurations(w http.ResponseWriter, r *http.Request) error {
@@ -105,10 +145,10 @@ func (s *server) createConfiguration(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	if err := s.allow(r, iam.CreateConfiguration, cfgRes(ns, req.Name), ns.ID); err != nil {
+	if err := validName("configuration", req.Name); err != nil {
 		return err
 	}
-	if err := validName("configuration", req.Name); err != nil {
+	if err := s.allow(r, iam.CreateConfiguration, cfgRes(ns, req.Name), ns.ID); err != nil {
 		return err
 	}
 	if err := s.validConfiguration(req.Document); err != nil {
@@ -119,7 +159,7 @@ func (s *server) createConfiguration(w http.ResponseWriter, r *http.Request) err
 			return conflict("configuration name %q is taken in namespace %q", req.Name, ns.Name)
 		}
 	}
-	return s.commit(w, r, http.StatusCreated, state.CmdPutConfiguration, state.PutConfiguration{ID: newID(),
+	return commit(s, w, r, http.StatusCreated, answerPutConfiguration, state.PutConfiguration{ID: newID(),
 		NamespaceID: ns.ID, Name: req.Name, Document: req.Document})
 }
 
@@ -135,7 +175,7 @@ func (s *server) updateConfiguration(w http.ResponseWriter, r *http.Request) err
 	if err := s.validConfiguration(req.Document); err != nil {
 		return err
 	}
-	return s.commit(w, r, http.StatusOK, state.CmdPutConfiguration, state.PutConfiguration{ID: c.ID, NamespaceID: ns.ID,
+	return commit(s, w, r, http.StatusOK, answerPutConfiguration, state.PutConfiguration{ID: c.ID, NamespaceID: ns.ID,
 		Name: c.Name, Document: req.Document})
 }
 
@@ -146,8 +186,8 @@ func (s *server) validConfiguration(doc []byte) error {
 	return admission.ValidateConfiguration(doc)
 }
 
-// deleteNamespace removes an empty Namespace: 409 while it holds Agents or
-// Configurations. The compute driver removes the Namespace's runtime
+// deleteNamespace removes an empty Namespace: 409 while it holds Agents,
+// Configurations or credential sources. The compute driver removes the Namespace's runtime
 // namespaces first (idempotent), so nothing outlives the record.
 func (s *server) deleteNamespace(w http.ResponseWriter, r *http.Request) error {
 	ns, err := s.namespace(r)
@@ -165,6 +205,11 @@ func (s *server) deleteNamespace(w http.ResponseWriter, r *http.Request) error {
 	if n := len(m.Configurations(ns.ID)); n > 0 {
 		return conflict("namespace %q still holds %d configuration(s): delete them first", ns.Name, n)
 	}
+	// Before the driver removes the runtime namespaces, which hold the
+	// sources' values.
+	if n := len(m.CredentialSources(ns.ID)); n > 0 {
+		return conflict("namespace %q still holds %d credential source(s): withdraw them first", ns.Name, n)
+	}
 	if d := s.b.Driver(); d != nil {
 		if err := d.DeleteNamespace(r.Context(), ns); err != nil {
 			code, _ := compute.ErrorCode(err, codes.TransientDependency)
@@ -173,7 +218,7 @@ func (s *server) deleteNamespace(w http.ResponseWriter, r *http.Request) error {
 			return e
 		}
 	}
-	return s.commit(w, r, http.StatusOK, state.CmdDeleteNamespace, state.DeleteNamespace{ID: ns.ID})
+	return commit(s, w, r, http.StatusOK, answerDeleteNamespace, state.DeleteNamespace{ID: ns.ID})
 }
 
 // deleteConfiguration removes a Configuration no Agent uses (409 otherwise).
@@ -182,5 +227,5 @@ func (s *server) deleteConfiguration(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	return s.commit(w, r, http.StatusOK, state.CmdDeleteConfiguration, state.DeleteConfiguration{ID: c.ID})
+	return commit(s, w, r, http.StatusOK, answerDeleteConfiguration, state.DeleteConfiguration{ID: c.ID})
 }

@@ -17,6 +17,9 @@ import (
 func TestRestrictionBlocksOnlyWhatItNames(t *testing.T) {
 	e := newEnv(t)
 	for _, ns := range codexAndClaw(e) {
+		for _, src := range []string{"openai", "anthropic"} {
+			e.expect(201, "POST", "/v1/namespaces/"+ns+"/credentials", map[string]any{"name": src, "values": map[string]string{"key": "v"}})
+		}
 		e.expect(201, "POST", "/v1/namespaces/"+ns+"/agents", map[string]any{"name": "coder", "configuration": "codex",
 			"executionMode": "dedicated", "harnessAuth": map[string]any{"method": "api_key", "sourceRef": "secret://" + ns + "/openai#key"}})
 		e.expect(201, "POST", "/v1/namespaces/"+ns+"/agents", map[string]any{"name": "chat", "configuration": "claw",
@@ -115,6 +118,9 @@ func agentID(t *testing.T, e *env, ns, name string) string {
 func TestRestrictionOnUpdateReadsBothAgents(t *testing.T) {
 	e := newEnv(t)
 	for _, ns := range codexAndClaw(e) {
+		for _, src := range []string{"openai", "anthropic"} {
+			e.expect(201, "POST", "/v1/namespaces/"+ns+"/credentials", map[string]any{"name": src, "values": map[string]string{"key": "v"}})
+		}
 		e.expect(201, "POST", "/v1/namespaces/"+ns+"/agents", map[string]any{"name": "chat", "configuration": "claw"})
 	}
 	// created before the Restriction

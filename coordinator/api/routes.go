@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,7 @@ func (s *server) registerRoutes() {
 	s.write("POST /v1/namespaces", s.createNamespace)
 	s.read("GET "+ns, s.getNamespace)
 	s.write("DELETE "+ns, s.deleteNamespace)
+	s.write("PUT "+ns+"/quota", s.setQuota)
 
 	s.read("GET "+ns+"/configurations", s.listConfigurations)
 	s.write("POST "+ns+"/configurations", s.createConfiguration)
@@ -67,6 +69,7 @@ func (s *server) registerRoutes() {
 	s.read("POST "+agent+"/messages", s.messages)                      // any member relays a turn; no state changes
 	s.readWith("GET "+agent+"/logs", s.logs, readOpts{streamed: true}) // followed: written as it grows
 	s.consoleRoutes(ns, agent)                                         // workspace documents and overviews (workspace.go, overview.go)
+	s.credentialRoutes(ns)                                             // credential sources (credentials.go)
 
 	s.read("GET /v1/work", s.listWork)
 	s.read("GET /v1/work/{id}", s.getWork)
@@ -145,11 +148,15 @@ func (s *server) leaderOnly(pattern string, h handlerFunc) {
 
 func (s *server) wrap(pattern string, h handlerFunc) http.Handler {
 	route := pattern
+	segs, files := wildcards(pattern), strings.Contains(pattern, "/files/") // bounds.go
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		r = r.WithContext(context.WithValue(r.Context(), routeKey{}, route))
-		err := h(sw, r)
+		err := checkPath(r, segs, files)
+		if err == nil {
+			err = h(sw, r)
+		}
 		if err != nil {
 			e := toError(err)
 			if e.Status >= 500 {
@@ -166,10 +173,20 @@ func (s *server) wrap(pattern string, h handlerFunc) http.Handler {
 }
 
 // authed authenticates the request (authn middleware): the principal goes
-// into its context; without a valid credential it answers 401.
+// into its context; without a valid credential it answers 401. A source
+// locked out by its failed authentications, and a principal over its rate,
+// get 429 (ratelimit.go).
 func (s *server) authed(h http.Handler) http.Handler {
+	var limited http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.principalLimited(w, r) {
+			h.ServeHTTP(w, r)
+		}
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.authMiddleware.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), nextKey{}, h)))
+		if s.lockedOut(w, r) {
+			return
+		}
+		s.authMiddleware.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), nextKey{}, limited)))
 	})
 }
 
@@ -182,7 +199,8 @@ func serveNext(w http.ResponseWriter, r *http.Request) {
 
 // unauthorized answers a request authentication refused.
 func (s *server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
-	s.log.Info("request unauthenticated", "path", r.URL.Path, "reason", err.Error())
+	s.failedAuth(r)
+	s.log.Info("request unauthenticated", "path", truncate(r.URL.Path, 256), "reason", err.Error())
 	w.Header().Set("WWW-Authenticate", `Bearer realm="oce"`)
 	writeError(w, &Error{Status: http.StatusUnauthorized, Code: codes.Unauthorized,
 		Message: "a valid bearer token is required"})

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
-	"unicode"
 
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/coordinator/credref"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
 )
 
 // Limits of user-supplied fields.
@@ -30,7 +32,7 @@ func validName(kind, name string) error {
 		return invalid("%s name is required", kind)
 	}
 	if len(name) > maxNameLen || !dnsLabel.MatchString(name) {
-		return invalid("%s name %q must be a DNS label: lower-case letters, digits and '-', at most %d characters, starting and ending with a letter or digit", kind, name, maxNameLen)
+		return invalid("%s name %q must be a DNS label: lower-case letters, digits and '-', at most %d characters, starting and ending with a letter or digit", kind, truncate(name, maxNameLen+1), maxNameLen)
 	}
 	return nil
 }
@@ -71,10 +73,12 @@ func validHarnessAuth(a *wire.HarnessAuth) error {
 	if len(a.SourceRef) > maxSourceRefLen {
 		return invalid("harnessAuth.sourceRef exceeds %d bytes", maxSourceRefLen)
 	}
-	for _, r := range a.SourceRef {
-		if unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar {
-			return invalid("harnessAuth.sourceRef must be an opaque reference without spaces or control characters")
-		}
+	// One reference syntax (coordinator/credref), checked when the Agent
+	// is created or updated, not first at deploy.
+	if _, err := credref.Parse(a.SourceRef); err != nil {
+		e := invalid("harnessAuth.sourceRef: %v", err)
+		e.Details = map[string]any{"reason": string(codes.CredentialReferenceInvalid)}
+		return e
 	}
 	return nil
 }
@@ -82,6 +86,14 @@ func validHarnessAuth(a *wire.HarnessAuth) error {
 func validMode(mode string) error {
 	if mode != state.ModeEmbedded && mode != state.ModeDedicated {
 		return invalid("executionMode %q is not one of embedded, dedicated", mode)
+	}
+	return nil
+}
+
+// validResources checks an Agent's requests and limits (compute's rules).
+func validResources(r *wire.AgentResources) error {
+	if err := compute.ValidateResources(stateResources(r)); err != nil {
+		return invalid("resources: %v", err)
 	}
 	return nil
 }

@@ -234,7 +234,7 @@ func (s *server) auditedWrite(r *http.Request, name string,
 	} else {
 		rec.Details["sha256"] = f.SHA256
 	}
-	if _, perr := s.propose(r, state.CmdRecordAudit, rec); perr != nil {
+	if _, perr := propose(s, r, state.CmdRecordAudit, rec); perr != nil {
 		s.log.Warn("workspace write audit failed", "agent", a.ID, "document", name, "error", perr.Error())
 	}
 	f.Content = ""

@@ -5,7 +5,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,9 +22,9 @@ import (
 
 var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 
-func apply(t *testing.T, m *state.Machine, at time.Time, typ string, p any) {
+func apply(t *testing.T, m *state.Machine, at time.Time, typ state.Named, p any) {
 	t.Helper()
-	b, err := state.Encode(typ, at, "bootstrap", p)
+	b, err := state.Encode(typ.Name(), at, "bootstrap", p)
 	require.NoError(t, err)
 	_, err = m.ApplyBytes(b)
 	require.NoError(t, err)
@@ -103,7 +106,9 @@ func TestOIDC(t *testing.T) {
 	is, err := oidctest.New("oce-test")
 	require.NoError(t, err)
 	t.Cleanup(is.Close)
-	o, err := authn.NewOIDC(authn.OIDCConfig{Issuer: is.URL(), Audience: "oce-test"})
+	var skew atomic.Int64 // the verifier's clock runs ahead by this much
+	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	o, err := authn.NewOIDC(authn.OIDCConfig{Issuer: is.URL(), Audience: "oce-test", Clock: clock})
 	require.NoError(t, err)
 	a := authn.New(authn.Config{Machine: state.NewMachine(), OIDC: o})
 	ctx := context.Background()
@@ -137,15 +142,84 @@ func TestOIDC(t *testing.T) {
 	require.ErrorIs(t, err, authn.ErrInvalidJWT)
 
 	// Key rotation: a token signed by a key the verifier has not seen makes
-	// it fetch the JWKS again; a retired key's tokens fail.
+	// it fetch the JWKS again — once the refresh interval has passed since
+	// the last fetch; a retired key's tokens fail.
 	require.NoError(t, is.Rotate())
 	is.Retire()
 	rotated, _ := is.Sign(oidctest.Claims{Subject: "bob"})
+	fetches := is.KeyFetches()
+	_, err = a.Authenticate(ctx, rotated)
+	require.ErrorIs(t, err, authn.ErrInvalidJWT, "within the interval the new key is not fetched")
+	require.Equal(t, fetches, is.KeyFetches())
+	skew.Add(int64(authn.DefaultJWKSRefresh))
 	p, err = a.Authenticate(ctx, rotated)
 	require.NoError(t, err)
 	require.Equal(t, "user:oidc:bob", p.Actor())
 	_, err = a.Authenticate(ctx, good)
 	require.ErrorIs(t, err, authn.ErrInvalidJWT)
+	require.Equal(t, fetches+1, is.KeyFetches())
+}
+
+// TestOIDCForgedTokensFetchNothing: floods of forged JWTs — a forged
+// signature under the issuer's key id, unknown key ids, another issuer —
+// make at most one key set fetch per refresh interval, however many
+// arrive, concurrently or not.
+func TestOIDCForgedTokensFetchNothing(t *testing.T) {
+	is, err := oidctest.New("oce-test")
+	require.NoError(t, err)
+	t.Cleanup(is.Close)
+	var skew atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	o, err := authn.NewOIDC(authn.OIDCConfig{Issuer: is.URL(), Audience: "oce-test", Clock: clock})
+	require.NoError(t, err)
+	a := authn.New(authn.Config{Machine: state.NewMachine(), OIDC: o})
+	ctx := context.Background()
+	good, err := is.Sign(oidctest.Claims{Subject: "alice"})
+	require.NoError(t, err)
+	_, err = a.Authenticate(ctx, good)
+	require.NoError(t, err)
+	require.Equal(t, 1, is.KeyFetches())
+
+	forger, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	claims := map[string]any{"iss": is.URL(), "aud": "oce-test", "sub": "mallory", "exp": time.Now().Add(time.Hour).Unix()}
+	sameKid, err := oidctest.SignWith(forger, is.CurrentKeyID(), claims)
+	require.NoError(t, err)
+	otherIss, err := oidctest.SignWith(forger, "kid-x", map[string]any{"iss": "https://elsewhere.invalid", "aud": "oce-test",
+		"sub": "mallory", "exp": time.Now().Add(time.Hour).Unix()})
+	require.NoError(t, err)
+	const n = 600
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tok := sameKid
+			switch i % 3 {
+			case 1:
+				tok, _ = oidctest.SignWith(forger, fmt.Sprintf("kid-%d", i), claims)
+			case 2:
+				tok = otherIss
+			}
+			_, err := a.Authenticate(ctx, tok)
+			require.ErrorIs(t, err, authn.ErrInvalidJWT)
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, 1, is.KeyFetches(), "%d forged tokens fetch nothing within the interval", n)
+	require.Equal(t, int64(is.KeyFetches()), o.KeyFetches())
+
+	// A later interval allows one more fetch, however many arrive.
+	skew.Add(int64(authn.DefaultJWKSRefresh))
+	before := is.KeyFetches()
+	for i := range 50 {
+		tok, _ := oidctest.SignWith(forger, fmt.Sprintf("kid-late-%d", i), claims)
+		_, err := a.Authenticate(ctx, tok)
+		require.ErrorIs(t, err, authn.ErrInvalidJWT)
+	}
+	require.Equal(t, before+1, is.KeyFetches())
+	_, err = a.Authenticate(ctx, good)
+	require.NoError(t, err, "the real key still verifies")
 }
 
 func FuzzParseToken(f *testing.F) {

@@ -31,8 +31,11 @@ type OIDCConfig struct {
 	// CAFile is a PEM bundle trusted for the issuer's TLS (default: the
 	// system roots).
 	CAFile string
-	// Clock checks expiry; nil means time.Now.
+	// Clock checks expiry and paces key set fetches; nil means time.Now.
 	Clock func() time.Time
+	// JWKSRefresh is the least time between two fetches of the issuer's
+	// key set (keyset.go); zero means DefaultJWKSRefresh.
+	JWKSRefresh time.Duration
 }
 
 // Defaults of OIDC claims.
@@ -45,15 +48,18 @@ const (
 	oidcHTTPTimeout = 10 * time.Second
 )
 
-// OIDC verifies bearer JWTs: signature against the issuer's JWKS (go-oidc
-// fetches the key set again when a token names a key it has not seen, so
-// the issuer can rotate keys), issuer, audience and expiry.
+// OIDC verifies bearer JWTs: issuer, audience and expiry, then the
+// signature against the issuer's key set, which is fetched again when a
+// token names a key it has not seen — at most once per JWKSRefresh
+// (keyset.go), so the issuer can rotate keys and forged tokens cannot make
+// the coordinator call it.
 type OIDC struct {
 	cfg    OIDCConfig
 	client *http.Client
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
+	keys     *keySet
 	failedAt time.Time
 	lastErr  error
 }
@@ -71,6 +77,9 @@ func NewOIDC(cfg OIDCConfig) (*OIDC, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if cfg.JWKSRefresh <= 0 {
+		cfg.JWKSRefresh = DefaultJWKSRefresh
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if cfg.CAFile != "" {
@@ -100,18 +109,37 @@ func (o *OIDC) verifierFor() (*oidc.IDTokenVerifier, error) {
 	if !o.failedAt.IsZero() && time.Since(o.failedAt) < discoveryRetry {
 		return nil, o.lastErr
 	}
-	// The provider's key set outlives this request: give it a context of its
-	// own that carries only the HTTP client.
-	pctx := oidc.ClientContext(context.Background(), o.client)
-	dctx, cancel := context.WithTimeout(pctx, oidcHTTPTimeout)
+	dctx, cancel := context.WithTimeout(oidc.ClientContext(context.Background(), o.client), oidcHTTPTimeout)
 	defer cancel()
 	p, err := oidc.NewProvider(dctx, o.cfg.Issuer)
+	var meta struct {
+		JWKS string   `json:"jwks_uri"`
+		Algs []string `json:"id_token_signing_alg_values_supported"`
+	}
+	if err == nil {
+		err = p.Claims(&meta)
+	}
+	if err == nil && meta.JWKS == "" {
+		err = errors.New("the discovery document names no jwks_uri")
+	}
 	if err != nil {
 		o.failedAt, o.lastErr = time.Now(), fmt.Errorf("%w: discovery: %w", ErrInvalidJWT, err)
 		return nil, o.lastErr
 	}
-	o.verifier = p.VerifierContext(pctx, &oidc.Config{ClientID: o.cfg.Audience, Now: o.cfg.Clock})
+	o.keys = newKeySet(meta.JWKS, o.client, o.cfg.JWKSRefresh, o.cfg.Clock, meta.Algs)
+	o.verifier = oidc.NewVerifier(o.cfg.Issuer, o.keys,
+		&oidc.Config{ClientID: o.cfg.Audience, Now: o.cfg.Clock, SupportedSigningAlgs: meta.Algs})
 	return o.verifier, nil
+}
+
+// KeyFetches counts the fetches of the issuer's key set so far.
+func (o *OIDC) KeyFetches() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.keys == nil {
+		return 0
+	}
+	return o.keys.fetches.Load()
 }
 
 // Verify authenticates a bearer JWT.
@@ -120,7 +148,7 @@ func (o *OIDC) Verify(ctx context.Context, raw string) (iam.Principal, error) {
 	if err != nil {
 		return iam.Principal{}, err
 	}
-	tok, err := v.Verify(oidc.ClientContext(ctx, o.client), raw)
+	tok, err := v.Verify(ctx, raw)
 	if err != nil {
 		var exp *oidc.TokenExpiredError
 		if errors.As(err, &exp) {

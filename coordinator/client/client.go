@@ -87,8 +87,22 @@ func (e *Error) retryable() bool {
 		return true
 	case codes.NotLeader:
 		return e.Leader() == "" || e.Status == http.StatusServiceUnavailable
+	case codes.RateLimited:
+		// A refused request was not processed: waiting as asked and
+		// sending it again is safe; a long lockout is the caller's to see.
+		return e.retryAfter() <= maxRateLimitWait
 	}
 	return false
+}
+
+// maxRateLimitWait is the longest Retry-After of a 429 the client waits
+// out by itself.
+const maxRateLimitWait = 5 * time.Second
+
+// retryAfter is the wait a RATE_LIMITED answer asks for.
+func (e *Error) retryAfter() time.Duration {
+	s, _ := e.Details["retryAfterSeconds"].(float64)
+	return time.Duration(s * float64(time.Second))
 }
 
 // Client calls one coordinator (and whichever leader it points to).
@@ -307,10 +321,14 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		// Start over from the configured server: a leader we were sent
 		// to may be the member that failed.
 		base, hops = c.server, 0
+		wait := c.retry.delay(attempt)
+		if isAPI {
+			wait = max(wait, apiErr.retryAfter())
+		}
 		select {
 		case <-ctx.Done():
 			return nil, err
-		case <-time.After(c.retry.delay(attempt)):
+		case <-time.After(wait):
 		}
 	}
 }

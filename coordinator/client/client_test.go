@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -49,6 +50,20 @@ func TestRoundTrip(t *testing.T) {
 	got, err := c.Namespace(ctx, ns.ID)
 	require.NoError(t, err)
 	require.Equal(t, ns, got)
+
+	// the credential source the Agent names: its value goes in, only metadata comes out
+	src, err := c.CreateCredentialSource(ctx, "team", wire.CreateCredentialSource{Name: "k", Values: map[string]string{"key": "client-test-value"}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"credential:k"}, src.References)
+	rot, err := c.RotateCredentialSource(ctx, "team", "k", wire.RotateCredentialSource{Values: map[string]string{"key": "client-test-value-2"}})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, rot.Version)
+	srcs, err := c.CredentialSources(ctx, "team")
+	require.NoError(t, err)
+	require.Len(t, srcs, 1)
+	one, err := c.CredentialSource(ctx, "team", src.ID)
+	require.NoError(t, err)
+	require.Equal(t, rot, one)
 
 	cf, err := c.CreateConfiguration(ctx, "team", "cfg", json.RawMessage(admission.ExampleEmbeddedAnthropic))
 	require.NoError(t, err)
@@ -101,7 +116,7 @@ func TestRoundTrip(t *testing.T) {
 	stop, err := c.StopAgent(ctx, "team", "bot")
 	require.NoError(t, err)
 	require.Equal(t, wire.WorkStop, stop.Kind)
-	audit, err := c.Audit(ctx, 0, 10)
+	audit, err := c.Audit(ctx, 0, 20)
 	require.NoError(t, err)
 	require.NotEmpty(t, audit)
 	require.Equal(t, "oce.namespaces.create", audit[0].Action)
@@ -341,6 +356,8 @@ func seedAgent(t *testing.T, c *client.Client) {
 	require.NoError(t, err)
 	_, err = c.CreateConfiguration(ctx, "team", "cfg", json.RawMessage(admission.ExampleEmbeddedAnthropic))
 	require.NoError(t, err)
+	_, err = c.CreateCredentialSource(ctx, "team", wire.CreateCredentialSource{Name: "k", Values: map[string]string{"key": "client-test-value"}})
+	require.NoError(t, err)
 	_, err = c.CreateAgent(ctx, "team", wire.CreateAgent{Name: "bot", Configuration: "cfg",
 		HarnessAuth: &wire.HarnessAuth{Method: "api_key", SourceRef: "secret://team/k#key"}})
 	require.NoError(t, err)
@@ -415,4 +432,44 @@ func TestUnixSocketServer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "over-unix", ns.Name)
 	require.Error(t, client.New("unix://"+sock+".absent", token).Ready(t.Context()))
+}
+
+// TestRateLimitedIsRetriedAfterItsWait: a 429 with a short Retry-After is
+// waited out and sent again (with the same key); a long one is the
+// caller's.
+func TestRateLimitedIsRetriedAfterItsWait(t *testing.T) {
+	var mu sync.Mutex
+	limited, wait := 1, 1
+	var keys []string
+	inner := api.New(api.Config{Token: token, Metrics: prometheus.NewRegistry()}, apitest.New())
+	srv := httptest.NewServer(recordKeys(&keys, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		refuse := limited > 0
+		limited--
+		mu.Unlock()
+		if refuse {
+			w.Header().Set("Retry-After", fmt.Sprint(wait))
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprintf(w, `{"error":{"code":"RATE_LIMITED","message":"slow down","details":{"limit":"principal","retryAfterSeconds":%d}}}`, wait)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})))
+	t.Cleanup(srv.Close)
+	c := client.New(srv.URL, token, fastRetry)
+	start := time.Now()
+	_, err := c.CreateNamespace(context.Background(), "team")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, time.Since(start), time.Second, "the client waited as asked")
+	require.Len(t, keys, 2)
+	require.Equal(t, keys[0], keys[1], "one key for both attempts")
+
+	mu.Lock()
+	limited, wait = 1, 60
+	mu.Unlock()
+	_, err = c.CreateNamespace(context.Background(), "other")
+	var ae *client.Error
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, codes.RateLimited, ae.Code, "a long lockout is not waited out")
 }

@@ -33,6 +33,13 @@ func (c *Client) Namespace(ctx context.Context, ns string) (wire.Namespace, erro
 	return out, err
 }
 
+// SetNamespaceQuota sets a Namespace's quota (all zero: removes it).
+func (c *Client) SetNamespaceQuota(ctx context.Context, ns string, q wire.NamespaceQuota) (wire.Namespace, error) {
+	var out wire.Namespace
+	err := c.do(ctx, http.MethodPut, nsPath(ns)+"/quota", nil, q, &out)
+	return out, err
+}
+
 // DeleteNamespace removes an empty Namespace (RESOURCE_CONFLICT while it
 // holds Agents or Configurations).
 func (c *Client) DeleteNamespace(ctx context.Context, ns string) (wire.Namespace, error) {

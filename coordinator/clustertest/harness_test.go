@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"oce.dev/oce/shared/netns"
+
 	"github.com/stretchr/testify/require"
 
 	"oce.dev/oce/coordinator/api/wire"
@@ -25,31 +27,43 @@ import (
 	"oce.dev/oce/coordinator/client"
 )
 
-// binary is the coordinator built once by TestMain.
+// binary is the coordinator built once by TestMain: the test build, which
+// has the in-memory driver the members run with (--driver memory
+// --memory-dir).
 var binary string
+
+// memoryDriverTag builds cmd/coordinator with the in-memory test driver
+// (cmd/coordinator/memorydriver.go).
+const memoryDriverTag = "memorydriver"
 
 // binaryEnv names a prebuilt coordinator binary to run instead of building
 // this tree's: benchmarks compare an older tree's binary with this one's,
 // alternately and with the same harness (docs/PERFORMANCE.md).
 const binaryEnv = "OCE_CLUSTERTEST_COORDINATOR"
 
+// TestMain runs the suite in a PID namespace of its own (host network):
+// however the binary ends, no coordinator it started outlives it.
 func TestMain(m *testing.M) {
+	netns.Main(netns.RunnerFunc(func() int { return run(m) }), netns.Options{HostNetwork: true})
+}
+
+func run(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "oce-clustertest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
 	binary = filepath.Join(dir, "coordinator")
 	if pre := os.Getenv(binaryEnv); pre != "" {
 		binary = pre
 		fmt.Fprintf(os.Stderr, "clustertest: running the coordinator binary %s (%s)\n", pre, binaryEnv)
-	} else if out, err := exec.Command("go", "build", "-o", binary, "oce.dev/oce/cmd/coordinator").CombinedOutput(); err != nil {
+	} else if out, err := exec.Command("go", "build", "-tags", memoryDriverTag, "-o", binary, "oce.dev/oce/cmd/coordinator").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build coordinator: %v\n%s", err, out)
-		os.Exit(1)
+		return 1
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	return code
 }
 
 // Waits of the harness; generous because the machine is shared.
@@ -410,8 +424,11 @@ func (c *cluster) waitMembers(ns []*node) *node {
 	return c.waitLeader(ns)
 }
 
-// converged waits until every node in ns reports the same lastApplied and
-// digest, and returns the digest.
+// converged waits until the leader among ns is quiescent (its engine
+// writes nothing more until a request or a changed observation: no open
+// work, no owed finalization, a whole health round over the current state)
+// and every node in ns reports the same lastApplied and digest, and returns
+// the digest: the settled state, not a moment between background writes.
 func (c *cluster) converged(ns []*node) string {
 	c.t.Helper()
 	var digest string
@@ -419,6 +436,7 @@ func (c *cluster) converged(ns []*node) string {
 	require.Eventually(c.t, func() bool {
 		idx = 0
 		digest = ""
+		quiet := false
 		for i, n := range ns {
 			info, err := c.info(context.Background(), n)
 			if err != nil {
@@ -427,14 +445,15 @@ func (c *cluster) converged(ns []*node) string {
 			if info.LastApplied < c.applied {
 				return false
 			}
+			quiet = quiet || (info.State == "Leader" && info.Quiescent)
 			if i == 0 {
 				idx, digest = info.LastApplied, info.Digest
 			} else if info.LastApplied != idx || info.Digest != digest {
 				return false
 			}
 		}
-		return digest != ""
-	}, clusterWait, pollEvery, "state did not converge")
+		return quiet && digest != ""
+	}, clusterWait, pollEvery, "state did not converge to a quiescent leader")
 	if idx > c.applied {
 		c.applied = idx
 	}

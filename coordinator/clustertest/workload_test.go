@@ -50,7 +50,8 @@ func (c *cluster) apiCall(ctx context.Context, f func(context.Context, *client.C
 	return fmt.Errorf("no member answered: %w", last)
 }
 
-// setupWorkload creates the Namespace, a Configuration and n Agents.
+// setupWorkload creates the Namespace, a Configuration, the credential
+// source the Agents name and n Agents.
 func (c *cluster) setupWorkload(ctx context.Context, t testing.TB, n int) []string {
 	t.Helper()
 	require.NoError(t, c.apiCall(ctx, func(ctx context.Context, cl *client.Client) error {
@@ -62,6 +63,14 @@ func (c *cluster) setupWorkload(ctx context.Context, t testing.TB, n int) []stri
 	}))
 	require.NoError(t, c.apiCall(ctx, func(ctx context.Context, cl *client.Client) error {
 		_, err := cl.CreateConfiguration(ctx, workloadNS, "cfg", json.RawMessage(admission.ExampleEmbeddedAnthropic))
+		if isConflict(err) {
+			return nil
+		}
+		return err
+	}))
+	require.NoError(t, c.apiCall(ctx, func(ctx context.Context, cl *client.Client) error {
+		_, err := cl.CreateCredentialSource(ctx, workloadNS, wire.CreateCredentialSource{Name: "model",
+			Values: map[string]string{"key": "clustertest-value"}})
 		if isConflict(err) {
 			return nil
 		}

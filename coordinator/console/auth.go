@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"oce.dev/oce/coordinator/api/wire"
 )
@@ -28,6 +30,15 @@ type Authenticator interface {
 // ErrBadToken: the token is unknown, expired or revoked.
 var ErrBadToken = errors.New("console: the token is not valid")
 
+// RateLimitedError: the API refused the authentication for now (the
+// source address is locked out); it is ErrRateLimited.
+type RateLimitedError struct{ RetryAfter time.Duration }
+
+func (e *RateLimitedError) Error() string { return ErrRateLimited.Error() }
+
+// Unwrap makes it ErrRateLimited.
+func (e *RateLimitedError) Unwrap() error { return ErrRateLimited }
+
 // Action names what a page offers to do, by the API action that decides it
 // (wire.Action*): a page shows only what the principal may do. The API
 // decides again on every request (the console forwards the session's
@@ -41,6 +52,10 @@ const (
 	ActionDeploy      Action = wire.ActionDeployAgent
 	ActionStop        Action = wire.ActionStopAgent
 	ActionWriteFiles  Action = wire.ActionUpdateAgent
+
+	ActionCreateCredential   Action = wire.ActionCreateCredentialSource
+	ActionRotateCredential   Action = wire.ActionRotateCredentialSource
+	ActionWithdrawCredential Action = wire.ActionWithdrawCredentialSource
 )
 
 // Resource is what an action is about: a Namespace, or an Agent in it.
@@ -116,6 +131,10 @@ func (a APIAuthenticator) Authenticate(ctx context.Context, token string) (Princ
 		return Principal{}, err
 	}
 	defer res.Body.Close()
+	if res.StatusCode == http.StatusTooManyRequests {
+		secs, _ := strconv.Atoi(res.Header.Get("Retry-After"))
+		return Principal{}, &RateLimitedError{RetryAfter: time.Duration(max(secs, 1)) * time.Second}
+	}
 	if res.StatusCode != http.StatusOK {
 		return Principal{}, ErrBadToken
 	}

@@ -16,9 +16,10 @@ type inProcess struct{ h http.Handler }
 
 func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 	rec := &recorder{header: http.Header{}}
-	// The API sees a request from this process, not the browser's.
+	// The API sees the browser's address (its source-address limits then
+	// apply to the browser, not to every console user at once).
 	req = req.Clone(req.Context())
-	req.RemoteAddr = "127.0.0.1:0"
+	req.RemoteAddr = clientAddr(req.Context())
 	req.RequestURI = req.URL.RequestURI()
 	if req.Body == nil {
 		req.Body = http.NoBody

@@ -61,6 +61,7 @@ type Config struct {
 type Console struct {
 	cfg      Config
 	sessions *sessions
+	logins   *loginLimits // limits.go
 	pages    map[string]*template.Template
 	static   http.Handler
 	mux      *http.ServeMux
@@ -99,7 +100,7 @@ func New(cfg Config) (*Console, error) {
 		return nil, err
 	}
 	static, _ := fs.Sub(assets, "static")
-	c := &Console{cfg: cfg, sessions: newSessions(cfg.Now, cfg.SessionIdle, cfg.SessionMax), pages: pages,
+	c := &Console{cfg: cfg, sessions: newSessions(cfg.Now, cfg.SessionIdle, cfg.SessionMax), logins: newLoginLimits(cfg.Now), pages: pages,
 		static: http.StripPrefix(Prefix+"/static/", http.FileServer(http.FS(static))), log: log}
 	c.routes()
 	return c, nil
@@ -130,6 +131,7 @@ func (c *Console) routes() {
 	m.Handle("GET "+ns, c.page(c.agentsPage))
 	m.Handle("GET "+ns+"/new", c.page(c.createPage))
 	m.Handle("POST "+ns+"/agents", c.form(c.createAgent))
+	c.credentialRoutes(m, ns)
 	m.Handle("GET "+agent, c.page(c.agentPage))
 	m.Handle("POST "+agent+"/deploy", c.form(c.deploy))
 	m.Handle("POST "+agent+"/stop", c.form(c.stop))
@@ -155,7 +157,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
-	c.mux.ServeHTTP(w, r)
+	c.mux.ServeHTTP(w, withClientAddr(r))
 }
 
 func (c *Console) staticFiles() http.Handler {

@@ -36,8 +36,8 @@ type fixture struct {
 }
 
 // newFixture serves the API and the console on one test server, with the
-// engine running over the memory driver, namespace "team" with
-// Configuration "cfg" and Agent "bot".
+// engine running over the memory driver, namespace "team" with credential
+// source "k" (key "key"), Configuration "cfg" and Agent "bot".
 func newFixture(t *testing.T, tls bool, mut ...func(*console.Config)) *fixture {
 	t.Helper()
 	b := apitest.New()
@@ -62,11 +62,38 @@ func newFixture(t *testing.T, tls bool, mut ...func(*console.Config)) *fixture {
 	b.RunEngine(ctx)
 	f := &fixture{t: t, b: b, d: b.Driver().(*memory.Driver), srv: srv}
 	f.api("POST", "/v1/namespaces", `{"name":"team"}`)
+	f.api("POST", "/v1/namespaces/team/credentials", `{"name":"k","values":{"key":"console-test-value"}}`)
 	doc, _ := json.Marshal(map[string]any{"name": "cfg", "document": json.RawMessage(admission.ExampleEmbeddedAnthropic)})
 	f.api("POST", "/v1/namespaces/team/configurations", string(doc))
 	f.api("POST", "/v1/namespaces/team/agents", `{"name":"bot","configuration":"cfg","harnessAuth":{"method":"api_key","credentialKind":"secret","sourceRef":"secret://team/k#key"}}`)
 	return f
 }
+
+// digest is the whole-state digest once the engine is quiescent (nothing
+// more written in the background until a request or a changed observation):
+// a comparison of two digests then compares the requests' effects only.
+func (f *fixture) digest() string {
+	f.t.Helper()
+	f.quiesce()
+	return f.b.M.Digest()
+}
+
+// digestWithoutAudit is digest without the audit log.
+func (f *fixture) digestWithoutAudit() string {
+	f.t.Helper()
+	f.quiesce()
+	return f.b.M.DigestWithoutAudit()
+}
+
+func (f *fixture) quiesce() {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), quiesceWait)
+	defer cancel()
+	require.NoError(f.t, f.b.WaitQuiescent(ctx), "the engine did not become quiescent")
+}
+
+// quiesceWait bounds a wait for quiescence (a few watcher rounds of 10 ms).
+const quiesceWait = 30 * time.Second
 
 func (f *fixture) api(method, path, body string) []byte {
 	f.t.Helper()
@@ -220,26 +247,26 @@ func TestFormsNeedTheSessionsCSRFToken(t *testing.T) {
 		{"cross-site fetch", url.Values{"csrf": {csrf}}, []string{"Sec-Fetch-Site", "cross-site"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := f.b.M.Digest()
+			before := f.digest()
 			p := b.post("/console/ns/team/agents/bot/deploy", tc.form, tc.hdr...)
 			require.Equal(t, http.StatusForbidden, p.status)
-			require.Equal(t, before, f.b.M.Digest(), "a refused form changed nothing")
+			require.Equal(t, before, f.digest(), "a refused form changed nothing")
 		})
 	}
 	// a strict referrer policy's "null" origin falls back to fetch metadata
-	before := f.b.M.Digest()
+	before := f.digest()
 	require.Equal(t, http.StatusForbidden, b.post("/console/ns/team/agents/bot/deploy", url.Values{"csrf": {csrf}},
 		"Origin", "null", "Sec-Fetch-Site", "cross-site").status)
-	require.Equal(t, before, f.b.M.Digest())
+	require.Equal(t, before, f.digest())
 	require.Equal(t, http.StatusSeeOther, b.post("/console/ns/team/agents/bot/deploy", url.Values{"csrf": {csrf}},
 		"Origin", "null", "Sec-Fetch-Site", "same-origin").status, "the same form from this origin is accepted")
 
 	// another session's token does not work either
 	other := f.browser()
 	other.login(adminToken)
-	before = f.b.M.Digest()
+	before = f.digest()
 	require.Equal(t, http.StatusForbidden, other.post("/console/ns/team/agents/bot/deploy", url.Values{"csrf": {csrf}}).status)
-	require.Equal(t, before, f.b.M.Digest())
+	require.Equal(t, before, f.digest())
 }
 
 func TestDeployShowsProgressUntilServing(t *testing.T) {
@@ -322,17 +349,17 @@ func TestViewerSeesNoDeployButtonAndIsRefused(t *testing.T) {
 	require.NotContains(t, ag.body, `id="deploy"`)
 	require.Contains(t, ag.body, `id="stop"`)
 	require.NotContains(t, b.get("/console/ns/team").body, `id="create-agent"`)
-	before := f.b.M.Digest()
+	before := f.digest()
 	p := b.post("/console/ns/team/agents/bot/deploy", url.Values{"csrf": {csrf}})
 	require.Equal(t, http.StatusForbidden, p.status)
 	require.Contains(t, p.body, "You may not deploy agent bot")
-	require.Equal(t, before, f.b.M.Digest())
+	require.Equal(t, before, f.digest())
 	require.Equal(t, http.StatusForbidden, b.get("/console/ns/team/new").status)
 	// the API refuses what the page offered: 403 with its code, nothing changed
 	p = b.post("/console/ns/team/agents/bot/stop", url.Values{"csrf": {csrf}})
 	require.Equal(t, http.StatusForbidden, p.status)
 	require.Contains(t, p.body, `id="error-code">FORBIDDEN<`)
-	require.Equal(t, before, f.b.M.Digest())
+	require.Equal(t, before, f.digest())
 }
 
 func TestWorkspaceEditorSavesConflictsAndNeverShowsStale(t *testing.T) {
@@ -411,11 +438,11 @@ func TestCreateAgentOffersWhatTheInstallationRuns(t *testing.T) {
 	require.NotContains(t, p.body, `id="banner-sandbox"`)
 
 	// posting the withheld mode anyway is refused before any write
-	before := f.b.M.Digest()
+	before := f.digest()
 	p = b.post("/console/ns/team/agents", url.Values{"csrf": {csrf}, "name": {"x"}, "configuration": {"cfg"},
 		"runtime": {"openclaw/dedicated"}})
 	require.Equal(t, http.StatusBadRequest, p.status)
-	require.Equal(t, before, f.b.M.Digest())
+	require.Equal(t, before, f.digest())
 
 	// with the Sandbox driver qualifying, dedicated OpenClaw is offered;
 	// while it is out, the banner says so
@@ -528,22 +555,15 @@ func TestPagesOfferWhatTheIAMDriverAllows(t *testing.T) {
 	require.Regexp(t, `<textarea[^>]*readonly`, p.body)
 
 	// forged POSTs (the session's own CSRF token): the API refuses them,
-	// changes nothing and records each denied attempt. The engine's health
-	// watcher records the Agent's readiness once observed, then only what
-	// changes: wait for it, so the digest compares requests' effects only.
-	require.Eventually(t, func() bool {
-		a := f.agent()
-		h, ok := f.b.M.Health(a.ID)
-		return ok && h.Ready && h.RevisionID == a.ActiveRevisionID
-	}, 10*time.Second, 5*time.Millisecond)
-	before, n := f.b.M.DigestWithoutAudit(), len(f.b.M.Audit(0, 0))
+	// changes nothing and records each denied attempt
+	before, n := f.digestWithoutAudit(), len(f.b.M.Audit(0, 0))
 	p = v.post(agent+"/deploy", url.Values{"csrf": {csrf}})
 	require.Equal(t, http.StatusForbidden, p.status)
 	require.Contains(t, p.body, `id="error-code">FORBIDDEN<`)
 	p = v.post(agent+"/files/AGENTS.md", url.Values{"csrf": {csrf}, "content": {"mine"}, "force": {"1"}})
 	require.Equal(t, http.StatusForbidden, p.status)
 	require.Contains(t, p.body, `id="error-code">FORBIDDEN<`)
-	require.Equal(t, before, f.b.M.DigestWithoutAudit(), "a refused POST changed nothing")
+	require.Equal(t, before, f.digestWithoutAudit(), "a refused POST changed nothing")
 	doc, _ := f.d.WorkspaceDocument(f.agent().ID, "AGENTS.md")
 	require.Equal(t, "# ours\n", doc)
 	au := f.b.M.Audit(0, 0)[n:]

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 )
@@ -45,18 +46,35 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.showLogin(w, r, http.StatusForbidden, "The login form expired; try again.")
 		return
 	}
+	if ok, wait := c.logins.admit(r); !ok {
+		c.tooManyLogins(w, r, wait)
+		return
+	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	if token == "" || len(token) > loginTokenMax {
+		c.logins.failed(r)
 		c.showLogin(w, r, http.StatusUnauthorized, "That token is not valid.")
 		return
 	}
 	p, err := c.cfg.Authenticator.Authenticate(r.Context(), token)
+	var limited *RateLimitedError
+	if errors.As(err, &limited) {
+		c.tooManyLogins(w, r, limited.RetryAfter)
+		return
+	}
 	if err != nil {
+		c.logins.failed(r)
 		c.log.Info("console: login refused")
 		c.showLogin(w, r, http.StatusUnauthorized, "That token is not valid.")
 		return
 	}
-	s := c.sessions.create(p, token)
+	s, err := c.sessions.create(p, token)
+	if err != nil {
+		c.log.Warn("console: login refused: the session store is full")
+		w.Header().Set("Retry-After", "60")
+		c.showLogin(w, r, http.StatusServiceUnavailable, "Too many sessions are open; try again later.")
+		return
+	}
 	http.SetCookie(w, c.cookie(r, cookieLogin, "", -1))
 	http.SetCookie(w, c.cookie(r, cookieSession, s.id, int(c.cfg.SessionMax.Seconds())))
 	c.log.Info("console: login", "user", p.Name)

@@ -10,7 +10,7 @@ import (
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"login", "error", "namespaces", "agents", "agent", "create", "logs", "files"}
+var pageNames = []string{"login", "error", "namespaces", "agents", "agent", "create", "logs", "files", "credentials"}
 
 var funcs = template.FuncMap{
 	"stateClass": func(s string) string {

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -14,9 +15,18 @@ import (
 const (
 	SessionIdle = 30 * time.Minute
 	SessionMax  = 12 * time.Hour
-	// MaxSessions bounds the server-side store; the oldest session goes first.
+	// MaxSessions bounds the server-side store. When it is full a new
+	// login is refused (ErrTooManySessions): no user's login ends another
+	// user's session.
 	MaxSessions = 10000
+	// MaxSessionsPerUser bounds one user's sessions: a login beyond it ends
+	// that user's own oldest session.
+	MaxSessionsPerUser = 16
 )
+
+// ErrTooManySessions: the session store is full of other users' live
+// sessions.
+var ErrTooManySessions = errors.New("console: too many sessions; try again later")
 
 // Cookie names. The session cookie carries only a random id; the token the
 // user logged in with stays server-side.
@@ -36,17 +46,20 @@ type session struct {
 	lastSeen  time.Time
 }
 
-// sessions is the server-side store.
+// sessions is the server-side store, indexed by user so one user's logins
+// only ever end that user's sessions.
 type sessions struct {
-	mu   sync.Mutex
-	byID map[string]*session
-	now  func() time.Time
-	idle time.Duration
-	max  time.Duration
+	mu     sync.Mutex
+	byID   map[string]*session
+	byUser map[string]map[string]*session // principal name → its sessions by id
+	now    func() time.Time
+	idle   time.Duration
+	max    time.Duration
+	swept  time.Time
 }
 
 func newSessions(now func() time.Time, idle, max time.Duration) *sessions {
-	return &sessions{byID: map[string]*session{}, now: now, idle: idle, max: max}
+	return &sessions{byID: map[string]*session{}, byUser: map[string]map[string]*session{}, now: now, idle: idle, max: max}
 }
 
 // randomToken is 32 random bytes, base64url.
@@ -56,23 +69,68 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func (s *sessions) create(p Principal, token string) *session {
+// create starts a session for p. At MaxSessionsPerUser the user's own
+// oldest session ends; a full store refuses with ErrTooManySessions.
+func (s *sessions) create(p Principal, token string) (*session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	s.sweepLocked(now)
-	if len(s.byID) >= MaxSessions {
+	mine := s.byUser[p.Name]
+	for id, x := range mine {
+		if s.expired(x, now) {
+			s.removeLocked(id)
+		}
+	}
+	if len(mine) >= MaxSessionsPerUser {
 		var oldest *session
-		for _, x := range s.byID {
-			if oldest == nil || x.created.Before(oldest.created) {
+		for _, x := range mine {
+			if oldest == nil || x.created.Before(oldest.created) || x.created.Equal(oldest.created) && x.id < oldest.id {
 				oldest = x
 			}
 		}
-		delete(s.byID, oldest.id)
+		s.removeLocked(oldest.id)
+	}
+	if len(s.byID) >= MaxSessions && now.Sub(s.swept) >= time.Second {
+		// A sweep visits every session: at most once a second.
+		s.swept = now
+		s.sweepLocked(now)
+	}
+	if len(s.byID) >= MaxSessions {
+		return nil, ErrTooManySessions
 	}
 	ss := &session{id: randomToken(), principal: p, token: token, csrf: randomToken(), created: now, lastSeen: now}
 	s.byID[ss.id] = ss
-	return ss
+	if s.byUser[p.Name] == nil {
+		s.byUser[p.Name] = map[string]*session{}
+	}
+	s.byUser[p.Name][ss.id] = ss
+	return ss, nil
+}
+
+func (s *sessions) expired(ss *session, now time.Time) bool {
+	return now.Sub(ss.lastSeen) > s.idle || now.Sub(ss.created) > s.max
+}
+
+// removeLocked ends a session; s.mu is held.
+func (s *sessions) removeLocked(id string) {
+	ss, ok := s.byID[id]
+	if !ok {
+		return
+	}
+	delete(s.byID, id)
+	if mine := s.byUser[ss.principal.Name]; mine != nil {
+		delete(mine, id)
+		if len(mine) == 0 {
+			delete(s.byUser, ss.principal.Name)
+		}
+	}
+}
+
+// userSessions counts a user's sessions (tests).
+func (s *sessions) userSessions(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byUser[name])
 }
 
 // get returns the live session of id and marks it seen; an expired one is
@@ -85,8 +143,8 @@ func (s *sessions) get(id string) (*session, bool) {
 		return nil, false
 	}
 	now := s.now()
-	if now.Sub(ss.lastSeen) > s.idle || now.Sub(ss.created) > s.max {
-		delete(s.byID, id)
+	if s.expired(ss, now) {
+		s.removeLocked(id)
 		return nil, false
 	}
 	ss.lastSeen = now
@@ -97,13 +155,13 @@ func (s *sessions) get(id string) (*session, bool) {
 func (s *sessions) remove(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.byID, id)
+	s.removeLocked(id)
 }
 
 func (s *sessions) sweepLocked(now time.Time) {
 	for id, ss := range s.byID {
-		if now.Sub(ss.lastSeen) > s.idle || now.Sub(ss.created) > s.max {
-			delete(s.byID, id)
+		if s.expired(ss, now) {
+			s.removeLocked(id)
 		}
 	}
 }

@@ -22,7 +22,7 @@ const FileName = "openclaw.schema.json.gz"
 // with a private /tmp and throwaway state, and returns the canonical
 // (compact, key-sorted) JSON, gzipped.
 func Generate(ctx context.Context, p runtimes.Paths) ([]byte, error) {
-	raw, err := run(ctx, p, "config", "schema")
+	raw, err := run(ctx, p.OpenClawCommand("config", "schema"))
 	if err != nil {
 		return nil, err
 	}
@@ -86,13 +86,14 @@ func (e *runError) Error() string {
 	return fmt.Sprintf("openclaw: %v: %s", e.err, bytes.TrimSpace(e.out))
 }
 
-func run(ctx context.Context, p runtimes.Paths, args ...string) ([]byte, error) {
+// run runs argv isolated in a throwaway directory.
+func run(ctx context.Context, argv []string) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "oce-schema-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	out, err := runIn(ctx, p, dir, filepath.Join(dir, "openclaw.json"), args...)
+	out, err := runArgv(ctx, dir, filepath.Join(dir, "openclaw.json"), argv)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +102,12 @@ func run(ctx context.Context, p runtimes.Paths, args ...string) ([]byte, error) 
 
 // runIn runs the openclaw CLI isolated, with HOME, state and config in dir.
 func runIn(ctx context.Context, p runtimes.Paths, dir, cfg string, args ...string) ([]byte, error) {
-	argv := p.OpenClawCommand(args...)
+	return runArgv(ctx, dir, cfg, p.OpenClawCommand(args...))
+}
+
+// runArgv runs argv (the pinned Node and its arguments) isolated, with
+// HOME, state and config in dir.
+func runArgv(ctx context.Context, dir, cfg string, argv []string) ([]byte, error) {
 	var cmdArgs []string
 	name := argv[0]
 	if len(argv) > 1 {

@@ -66,3 +66,25 @@ func TestSameCheckAsTheGateway(t *testing.T) {
 		})
 	}
 }
+
+// TestSensitiveMatchesInstalledRuntime regenerates the sensitive paths from
+// the installed pinned runtime and fails on drift (run go generate).
+func TestSensitiveMatchesInstalledRuntime(t *testing.T) {
+	p, err := runtimes.Ensure(context.Background())
+	require.NoError(t, err)
+	got, err := GenerateSensitive(t.Context(), p)
+	require.NoError(t, err)
+	require.Equal(t, string(embeddedSensitive), string(got),
+		"the embedded sensitive paths drifted from the installed runtime's: go generate ./coordinator/admission/openclawschema")
+}
+
+// TestSensitivePaths: the embedded list carries the runtime's markers of
+// the settings issue 25 names.
+func TestSensitivePaths(t *testing.T) {
+	paths := SensitivePaths()
+	require.IsIncreasing(t, paths)
+	for _, p := range []string{"cron.webhookToken", "hooks.gmail.pushToken", "channels.line.channelAccessToken",
+		"channels.line.channelSecret", "models.providers.*.apiKey", "models.providers.*.headers.*"} {
+		require.Contains(t, paths, p)
+	}
+}

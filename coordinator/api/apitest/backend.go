@@ -52,6 +52,7 @@ type Backend struct {
 	now      func() time.Time
 	members  []Member
 	driver   compute.Driver
+	engine   *engine.Engine // the one RunEngine started
 	// Proposals counts Propose calls that reached the machine.
 	proposals int
 	// ProposeHook, when set, runs before each proposal is applied and may
@@ -132,8 +133,8 @@ func (b *Backend) Propose(ctx context.Context, typ string, payload any) (any, er
 
 // Apply is Propose for test setup: it fails the test's expectations loudly
 // by returning the error.
-func (b *Backend) Apply(typ string, payload any) (any, error) {
-	return b.Propose(context.Background(), typ, payload)
+func (b *Backend) Apply(cmd state.Named, payload any) (any, error) {
+	return b.Propose(context.Background(), cmd.Name(), payload)
 }
 
 // Machine returns the state machine.
@@ -256,7 +257,24 @@ func (b *Backend) RunEngine(ctx context.Context) {
 		ReadinessMax: 20 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 		HealthInterval: 10 * time.Millisecond},
 		engine.NewLocalProposer(b.M, engine.RealClock{}, "engine"), b.Driver(), engine.RealClock{}, nil)
+	b.mu.Lock()
+	b.engine = e
+	b.mu.Unlock()
 	go func() { _ = e.Run(ctx) }()
+}
+
+// WaitQuiescent waits until the engine RunEngine started writes nothing
+// more until a request or a changed observation moves the state
+// (engine.Quiescent): a test reaches it before it compares whole-state
+// digests. Without an engine nothing writes in the background.
+func (b *Backend) WaitQuiescent(ctx context.Context) error {
+	b.mu.Lock()
+	e := b.engine
+	b.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	return e.WaitQuiescent(ctx)
 }
 
 // Read positions (api.Positions): the fake's index counts the machine's

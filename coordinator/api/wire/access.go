@@ -1,7 +1,7 @@
 package wire
 
 // Actions GET …/access decides, named as the API authorizes them (the
-// Cedar actions of docs/IAM.md). A workspace document write authorizes
+// Cedar actions of docs/API.md). A workspace document write authorizes
 // ActionUpdateAgent.
 const (
 	ActionCreateAgent         = "CreateAgent"
@@ -10,6 +10,11 @@ const (
 	ActionDeleteAgent         = "DeleteAgent"
 	ActionDeployAgent         = "DeployAgent"
 	ActionStopAgent           = "StopAgent"
+
+	// The credential sources of the Namespace (GET /v1/namespaces/{ns}/access).
+	ActionCreateCredentialSource   = "CreateCredentialSource"
+	ActionRotateCredentialSource   = "RotateCredentialSource"
+	ActionWithdrawCredentialSource = "WithdrawCredentialSource"
 )
 
 // Access is what the caller may do on one resource (GET

@@ -29,6 +29,12 @@ type Cluster struct {
 	// nodes with equal LastApplied report equal Digests.
 	LastApplied uint64 `json:"lastApplied"`
 	Digest      string `json:"digest"`
+	// Quiescent: the answering node leads and its activation engine writes
+	// nothing more until a request is applied or an observation changes
+	// (no open work, no owed finalization, a whole health round over the
+	// current state). Digests compared once the leader is quiescent and
+	// every member has applied as far compare settled states.
+	Quiescent bool `json:"quiescent,omitempty"`
 }
 
 // Member is one Raft server of the cluster.

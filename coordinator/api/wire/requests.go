@@ -33,6 +33,8 @@ type CreateAgent struct {
 	// Namespace (by name) as the Agent's identity; empty creates one named
 	// like the Agent, owned by it.
 	ServicePrincipal string `json:"servicePrincipal,omitempty"`
+	// Resources are the Agent's requests and limits (absent: defaults).
+	Resources *AgentResources `json:"resources,omitempty"`
 }
 
 // UpdateAgent is the body of PATCH /v1/namespaces/{ns}/agents/{agent}; omitted
@@ -45,6 +47,9 @@ type UpdateAgent struct {
 	Plugins       *[]string    `json:"plugins,omitempty"`
 	// Rollback replaces the rollback policy (enabled false clears it).
 	Rollback *RollbackPolicy `json:"rollback,omitempty"`
+	// Resources replaces the Agent's requests and limits (an empty object
+	// restores the defaults); the next deploy freezes them.
+	Resources *AgentResources `json:"resources,omitempty"`
 }
 
 // Deploy is the optional body of POST …/agents/{agent}/deploy.

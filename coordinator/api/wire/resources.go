@@ -20,6 +20,37 @@ type Namespace struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Quota bounds the Namespace's Agents (absent: unbounded).
+	Quota *NamespaceQuota `json:"quota,omitempty"`
+}
+
+// NamespaceQuota is a Namespace's quota, the body of PUT
+// /v1/namespaces/{ns}/quota (all zero: none). Quantities are Kubernetes
+// quantities ("4", "500m", "8Gi"); an empty one or zero agents bounds
+// nothing. Agents counts the Agents deployed at least once and not deleted;
+// cpu and memory the container limits of the Agents that run or are being
+// deployed; storage their claims.
+type NamespaceQuota struct {
+	Agents  int64  `json:"agents,omitempty"`
+	CPU     string `json:"cpu,omitempty"`
+	Memory  string `json:"memory,omitempty"`
+	Storage string `json:"storage,omitempty"`
+}
+
+// ContainerResources are one container's requests and limits (Kubernetes
+// quantities; empty: the compute driver's default).
+type ContainerResources struct {
+	CPURequest    string `json:"cpuRequest,omitempty"`
+	MemoryRequest string `json:"memoryRequest,omitempty"`
+	CPULimit      string `json:"cpuLimit,omitempty"`
+	MemoryLimit   string `json:"memoryLimit,omitempty"`
+}
+
+// AgentResources are an Agent's requests and limits per container: its
+// Gateway's and (dedicated) its Harness's. Each revision freezes them.
+type AgentResources struct {
+	Gateway ContainerResources `json:"gateway,omitzero"`
+	Harness ContainerResources `json:"harness,omitzero"`
 }
 
 // Configuration is a native OpenClaw configuration document; every update
@@ -63,6 +94,9 @@ type Agent struct {
 	// ServicePrincipal names the Agent's ServicePrincipal (its stable
 	// identity, frozen in every revision).
 	ServicePrincipal string `json:"servicePrincipal,omitempty"`
+	// Resources are the Agent's own requests and limits (absent: the
+	// compute driver's defaults).
+	Resources *AgentResources `json:"resources,omitempty"`
 }
 
 // HarnessIdentity is the server-approved harness a revision runs.
@@ -108,6 +142,8 @@ type Revision struct {
 	// Runtime is what the engine observed of the revision's runtime.
 	Runtime            *RevisionRuntime `json:"runtime,omitempty"`
 	ServicePrincipalID string           `json:"servicePrincipalId,omitempty"`
+	// Resources are the frozen requests and limits (absent: defaults).
+	Resources *AgentResources `json:"resources,omitempty"`
 }
 
 // Work kinds.

@@ -23,6 +23,7 @@ type Issuer struct {
 	srv *httptest.Server
 
 	mu       sync.Mutex
+	fetches  int   // JWKS requests served
 	keys     []key // the JWKS; the last one signs
 	devices  map[string]*device
 	approve  func(userCode string) (sub string, groups []string, ok bool)
@@ -161,9 +162,17 @@ func (is *Issuer) discovery(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
+// KeyFetches counts the requests for the JWKS so far.
+func (is *Issuer) KeyFetches() int {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return is.fetches
+}
+
 func (is *Issuer) jwks(w http.ResponseWriter, _ *http.Request) {
 	is.mu.Lock()
 	defer is.mu.Unlock()
+	is.fetches++
 	var set jose.JSONWebKeySet
 	for _, k := range is.keys {
 		set.Keys = append(set.Keys, jose.JSONWebKey{Key: &k.priv.PublicKey, KeyID: k.id, Algorithm: "ES256", Use: "sig"})

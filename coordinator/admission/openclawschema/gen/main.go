@@ -1,5 +1,6 @@
-// Command gen regenerates the embedded OpenClaw configuration schema from
-// the installed pinned runtime (make runtimes): go generate ./coordinator/admission/openclawschema.
+// Command gen regenerates the embedded OpenClaw configuration schema and
+// sensitive paths from the installed pinned runtime (make runtimes):
+// go generate ./coordinator/admission/openclawschema.
 package main
 
 import (
@@ -13,16 +14,19 @@ import (
 
 func main() {
 	p, err := runtimes.Load()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "gen:", err)
-		os.Exit(1)
+	exitOn(err)
+	for name, gen := range map[string]func(context.Context, runtimes.Paths) ([]byte, error){
+		openclawschema.FileName:          openclawschema.Generate,
+		openclawschema.SensitiveFileName: openclawschema.GenerateSensitive,
+	} {
+		b, err := gen(context.Background(), p)
+		exitOn(err)
+		exitOn(os.WriteFile(name, b, 0o644))
 	}
-	b, err := openclawschema.Generate(context.Background(), p)
+}
+
+func exitOn(err error) {
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "gen:", err)
-		os.Exit(1)
-	}
-	if err := os.WriteFile(openclawschema.FileName, b, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
