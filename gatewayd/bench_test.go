@@ -108,15 +108,9 @@ func benchBare(b *testing.B, paths runtimes.Paths) time.Duration {
 	return bareReady
 }
 
-// benchGatewayd launches gatewayd under tini; with idle it also samples the
-// supervision of the idle gateway.
-func benchGatewayd(b *testing.B, paths runtimes.Paths, idle bool) overhead {
-	var o overhead
-	// the same gateway under gatewayd
-	gdir := b.TempDir()
-	env := gwEnv(b, gdir, contract.DedicatedOpenClaw, freePort(b), freePort(b))
-	env["OCE_OPENCLAW_BIN"] = strings.Join(paths.OpenClawCommand(), " ")
-	writeJSONFile(b, env["OPENCLAW_CONFIG_PATH"], map[string]any{})
+// launchGatewayd starts `tini -s -e 143 -- gatewayd` with env in its own
+// process group and returns it, its output and when it was launched.
+func launchGatewayd(b *testing.B, env map[string]string) (*exec.Cmd, *syncBuf, time.Time) {
 	cmd := exec.Command(tiniBin, "-s", "-e", "143", "--", gatewaydBin)
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -127,6 +121,19 @@ func benchGatewayd(b *testing.B, paths runtimes.Paths, idle bool) overhead {
 	cmd.WaitDelay = 10 * time.Second
 	launch := time.Now()
 	require.NoError(b, cmd.Start())
+	return cmd, lg, launch
+}
+
+// benchGatewayd launches gatewayd under tini; with idle it also samples the
+// supervision of the idle gateway.
+func benchGatewayd(b *testing.B, paths runtimes.Paths, idle bool) overhead {
+	var o overhead
+	// the same gateway under gatewayd
+	gdir := b.TempDir()
+	env := gwEnv(b, gdir, contract.DedicatedOpenClaw, freePort(b), freePort(b))
+	env["OCE_OPENCLAW_BIN"] = strings.Join(paths.OpenClawCommand(), " ")
+	writeJSONFile(b, env["OPENCLAW_CONFIG_PATH"], map[string]any{})
+	cmd, lg, launch := launchGatewayd(b, env)
 	childReadyAt := make(chan time.Time, 1)
 	go func() {
 		childReadyAt <- pollUntil200("http://127.0.0.1:"+env["OPENCLAW_GATEWAY_PORT"]+"/readyz", realReady)

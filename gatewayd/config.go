@@ -148,6 +148,9 @@ type Config struct {
 	// NPMCache is the npm cache the codex plugin is installed from, offline
 	// (dedicated Codex); empty installs nothing.
 	NPMCache string
+	// CompileCache is a Node compile-cache base filled beforehand
+	// (contract.EnvCompileCache); empty when there is none.
+	CompileCache string
 	// ChildEnv is the environment the gateway and doctor start from (secrets
 	// already removed); nil means this process's environment without secrets.
 	ChildEnv []string
@@ -199,6 +202,7 @@ func LoadConfig() (Config, error) {
 		AssetsSource:     or(get(contract.EnvRuntimeAssetsSrc), DefaultAssetsSource),
 		AssetsDir:        or(get(contract.EnvRuntimeAssetsDir), DefaultAssetsDir),
 		NPMCache:         get(contract.EnvNPMCache),
+		CompileCache:     get(contract.EnvCompileCache),
 		Policy:           DefaultPolicy(),
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(or(get(contract.EnvLogLevel), "info"))); err != nil {

@@ -96,6 +96,9 @@ type Gatewayd struct {
 	// installCache, while set, replaces cfg.NPMCache for the plugin
 	// installer (a writable copy of a read-only image cache).
 	installCache string
+	// compileCacheBase is the launcher's compile-cache base under TMPDIR,
+	// shared with the model probe ("" when not seeded).
+	compileCacheBase string
 
 	respawns    []time.Time
 	peerChanged chan struct{}
@@ -190,6 +193,7 @@ func (g *Gatewayd) runPhases(ctx, parent context.Context) int {
 	srvDone := make(chan struct{})
 	go func() { _ = g.status.Serve(srvCtx, ln); close(srvDone) }()
 	defer func() { srvCancel(); <-srvDone }()
+	g.seedCompileCache()
 	if g.cfg.ProbeOnly {
 		return g.probeOnly(ctx, parent)
 	}
@@ -437,7 +441,8 @@ func (g *Gatewayd) renderInput() RenderInput {
 	return RenderInput{Topology: g.cfg.Topology, Port: g.cfg.Port, Bind: g.cfg.Bind, LogLevel: lvl,
 		LogFile: filepath.Join(g.cfg.StateDir, "logs", "openclaw.log"), WorkspaceNodeID: node, Workspace: g.embeddedWorkspace(),
 		NodeWorkspace: g.cfg.NodeWorkspaceDir, AppServerURL: g.cfg.AppServerURL, AppServerToken: g.cfg.AppServerToken,
-		Plugins: g.cfg.Plugins, OpenAIBase: g.cfg.OpenAIBase, AnthropicBase: g.cfg.AnthropicBase}
+		Plugins: g.cfg.Plugins, OpenAIBase: g.cfg.OpenAIBase, AnthropicBase: g.cfg.AnthropicBase,
+		ProviderPlugins: startupProviderPlugins(openClawMJS(g.cfg.OpenClawCommand))}
 }
 
 // setupDirs creates the private state, SQLite and media directories (0700)

@@ -63,6 +63,7 @@ func (g *Gatewayd) modelProbe(ctx context.Context, r Rendered) error {
 		ProviderSettings: r.ProviderSettings,
 		Credential:       g.cfg.ModelKey,
 		TempDir:          os.TempDir(),
+		CompileCacheBase: g.compileCacheBase,
 		CgroupRoot:       g.cfg.CgroupRoot,
 		Cap:              g.cfg.ProbeCap,
 		Logger:           g.log,

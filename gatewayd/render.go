@@ -42,6 +42,10 @@ type RenderInput struct {
 	Plugins        []string
 	OpenAIBase     string // offline override of the default OpenAI endpoint
 	AnthropicBase  string
+	// ProviderPlugins are the model-provider plugins the runtime loads at
+	// every start (plugin id → provider ids; startupProviderPlugins): those
+	// serving no provider the configuration names are switched off.
+	ProviderPlugins map[string][]string
 }
 
 // Rendered is the outcome of Render.
@@ -62,46 +66,108 @@ type Rendered struct {
 }
 
 // Render turns the admitted document into the configuration the gateway
-// reads. The admitted document is never modified.
+// reads. The admitted document is never modified. Each concern oce owns in
+// the document is one function below; they run in this order.
 func Render(admitted []byte, in RenderInput) (Rendered, error) {
-	var cfg map[string]any
-	if len(strings.TrimSpace(string(admitted))) == 0 {
-		cfg = map[string]any{}
-	} else if err := json.Unmarshal(admitted, &cfg); err != nil || cfg == nil {
-		return Rendered{}, fmt.Errorf("%w: not a JSON object", ErrAdmittedConfig)
+	cfg, err := parseAdmitted(admitted)
+	if err != nil {
+		return Rendered{}, err
 	}
 	out := Rendered{}
-	gw := obj(cfg, "gateway")
-	gw["mode"] = "local"
-	gw["port"] = in.Port
-	gw["bind"] = in.Bind
-	auth := obj(gw, "auth")
-	mode, _ := auth["mode"].(string)
-	switch mode {
-	case "", "password":
+	renderListener(cfg, in)
+	if out.AuthMode, out.ManagedPassword, err = renderAuth(cfg); err != nil {
+		return Rendered{}, err
+	}
+	disableNetworkFeatures(cfg)
+	renderLean(cfg, in)
+	renderLogging(cfg, in)
+	renderWorkspace(cfg, in)
+	renderNodeCommands(cfg, in)
+	renderNodePathPolicy(cfg, in)
+	renderCodex(cfg, in)
+	enablePlugins(cfg, in)
+	out.Model, out.ProviderSettings, out.ProviderOverride = renderProvider(cfg, in)
+	pruneEmptyModels(cfg)
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return Rendered{}, fmt.Errorf("%w: %v", ErrAdmittedConfig, err)
+	}
+	out.JSON = b
+	return out, nil
+}
+
+// object is a JSON object of the document, edited in place. Nested objects
+// stay plain map[string]any so type assertions on them keep working.
+type object map[string]any
+
+// obj returns the object at path below o, creating each missing one (and
+// replacing a value that is not an object).
+func (o object) obj(path ...string) object {
+	m := map[string]any(o)
+	for _, k := range path {
+		v, ok := m[k].(map[string]any)
+		if !ok {
+			v = map[string]any{}
+			m[k] = v
+		}
+		m = v
+	}
+	return m
+}
+
+// str returns o[k] when it is a string.
+func (o object) str(k string) string {
+	s, _ := o[k].(string)
+	return s
+}
+
+// parseAdmitted reads the admitted document; blank is an empty object.
+func parseAdmitted(admitted []byte) (object, error) {
+	if len(strings.TrimSpace(string(admitted))) == 0 {
+		return object{}, nil
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(admitted, &cfg); err != nil || cfg == nil {
+		return nil, fmt.Errorf("%w: not a JSON object", ErrAdmittedConfig)
+	}
+	return cfg, nil
+}
+
+// renderListener makes the gateway a local one on the platform's port and bind.
+func renderListener(cfg object, in RenderInput) {
+	gw := cfg.obj("gateway")
+	gw["mode"], gw["port"], gw["bind"] = "local", in.Port, in.Bind
+}
+
+// renderAuth keeps the admitted auth mode (password by default;
+// trusted-proxy as configured) and takes over a managed password, which the
+// gateway then reads from ManagedPasswordEnv.
+func renderAuth(cfg object) (mode string, managed bool, err error) {
+	auth := cfg.obj("gateway", "auth")
+	switch mode = auth.str("mode"); mode {
+	case "":
 		mode = "password"
-		if managedPassword(auth["password"]) {
-			delete(auth, "password")
-			out.ManagedPassword = true
-		}
-	case "trusted-proxy":
-		// kept as configured; it may also request the managed password
-		if managedPassword(auth["password"]) {
-			delete(auth, "password")
-			out.ManagedPassword = true
-		}
+	case "password", "trusted-proxy":
 	default:
-		return Rendered{}, fmt.Errorf("%w: gateway auth mode", ErrAdmittedConfig)
+		return "", false, fmt.Errorf("%w: gateway auth mode", ErrAdmittedConfig)
+	}
+	if managed = managedPassword(auth["password"]); managed {
+		delete(auth, "password")
 	}
 	auth["mode"] = mode
-	out.AuthMode = mode
+	return mode, managed, nil
+}
 
-	// network-calling features off
-	obj(cfg, "update")["checkOnStart"] = false
-	obj(obj(cfg, "discovery"), "mdns")["mode"] = "off"
+// disableNetworkFeatures turns off the features that call out on their own.
+func disableNetworkFeatures(cfg object) {
+	cfg.obj("update")["checkOnStart"] = false
+	cfg.obj("discovery", "mdns")["mode"] = "off"
+}
 
-	// platform logging policy: admitted level, JSON console, a stable file
-	lg := obj(cfg, "logging")
+// renderLogging applies the platform logging policy: the admitted level (the
+// platform's when none), JSON console at that level, a stable file.
+func renderLogging(cfg object, in RenderInput) {
+	lg := cfg.obj("logging")
 	if _, ok := lg["level"]; !ok && in.LogLevel != "" {
 		lg["level"] = in.LogLevel
 	}
@@ -113,85 +179,116 @@ func Render(admitted []byte, in RenderInput) (Rendered, error) {
 	if in.LogFile != "" {
 		lg["file"] = in.LogFile
 	}
+}
 
-	// embedded: the Agent workspace is the platform's, the one the
-	// workspace editor writes (OCE_WORKSPACE_DIR), not the state dir's
+// renderWorkspace points an embedded gateway's Agent workspace at the
+// platform's, the one the workspace editor writes (OCE_WORKSPACE_DIR), not
+// the state dir's.
+func renderWorkspace(cfg object, in RenderInput) {
 	if in.Workspace != "" {
-		obj(obj(cfg, "agents"), "defaults")["workspace"] = in.Workspace
+		cfg.obj("agents", "defaults")["workspace"] = in.Workspace
 	}
+}
 
-	// workspace node: the command allow-list from the start, so the surface
-	// the node's one-step enrollment approves already carries the file
-	// commands (the gateway withholds "dangerous" commands not allowed then,
-	// and a later expansion waits for an operator's approval); the
-	// file-transfer path policy once the node is pinned
-	if in.Topology == contract.DedicatedCodex || in.Topology == contract.DedicatedOpenClaw {
-		cmds := obj(obj(gw, "nodes"), "commands")
-		cmds["allow"] = mergeStrings(cmds["allow"], NodeCommands)
+// renderNodeCommands allows the workspace node's commands from the start, so
+// the surface the node's one-step enrollment approves already carries the
+// file commands (the gateway withholds "dangerous" commands not allowed
+// then, and a later expansion waits for an operator's approval).
+func renderNodeCommands(cfg object, in RenderInput) {
+	if in.Topology != contract.DedicatedCodex && in.Topology != contract.DedicatedOpenClaw {
+		return
 	}
-	if in.WorkspaceNodeID != "" {
-		root := strings.TrimRight(in.NodeWorkspace, "/")
-		ft := obj(obj(obj(cfg, "plugins"), "entries"), "file-transfer")
-		ftc := obj(ft, "config")
-		ftc["policyVersion"] = 2
-		obj(ftc, "nodes")[in.WorkspaceNodeID] = map[string]any{
-			"ask":             "off",
-			"allowReadPaths":  []any{root + "/**"},
-			"allowWritePaths": []any{root + "/**"},
-		}
-	}
+	cmds := cfg.obj("gateway", "nodes", "commands")
+	cmds["allow"] = mergeStrings(cmds["allow"], NodeCommands)
+}
 
-	if in.Topology == contract.DedicatedCodex {
-		codex := obj(obj(obj(cfg, "plugins"), "entries"), "codex")
-		codex["enabled"] = true
-		as := obj(obj(codex, "config"), "appServer")
-		as["transport"] = "websocket"
-		as["url"] = in.AppServerURL
-		as["authToken"] = in.AppServerToken
-		// Codex runs in the Harness: the plugin maps the gateway's Agent
-		// workspace onto the Harness workspace, so threads start there and
-		// Codex finds the AGENTS.md the workspace editor writes (project-doc
-		// discovery from the thread's cwd), instead of a gateway-local path.
-		if root := strings.TrimRight(in.NodeWorkspace, "/"); root != "" {
-			as["remoteWorkspaceRoot"] = root
-		}
+// renderNodePathPolicy gives the pinned workspace node the file-transfer
+// path policy: read and write under its workspace, without asking.
+func renderNodePathPolicy(cfg object, in RenderInput) {
+	if in.WorkspaceNodeID == "" {
+		return
 	}
+	paths := nodeRoot(in) + "/**"
+	ftc := cfg.obj("plugins", "entries", "file-transfer", "config")
+	ftc["policyVersion"] = 2
+	ftc.obj("nodes")[in.WorkspaceNodeID] = map[string]any{
+		"ask":             "off",
+		"allowReadPaths":  []any{paths},
+		"allowWritePaths": []any{paths},
+	}
+}
 
-	// selected plugins are enabled (plugin-install)
-	if len(in.Plugins) > 0 {
-		entries := obj(obj(cfg, "plugins"), "entries")
-		for _, id := range in.Plugins {
-			obj(entries, id)["enabled"] = true
-		}
+// renderCodex enables the Codex plugin of a dedicated Codex gateway on the
+// Harness's app server.
+func renderCodex(cfg object, in RenderInput) {
+	if in.Topology != contract.DedicatedCodex {
+		return
 	}
+	codex := cfg.obj("plugins", "entries", "codex")
+	codex["enabled"] = true
+	as := codex.obj("config", "appServer")
+	as["transport"], as["url"], as["authToken"] = "websocket", in.AppServerURL, in.AppServerToken
+	// Codex runs in the Harness: the plugin maps the gateway's Agent
+	// workspace onto the Harness workspace, so threads start there and
+	// Codex finds the AGENTS.md the workspace editor writes (project-doc
+	// discovery from the thread's cwd), instead of a gateway-local path.
+	if root := nodeRoot(in); root != "" {
+		as["remoteWorkspaceRoot"] = root
+	}
+}
 
-	out.Model = primaryModel(cfg)
-	if out.Model != "" {
-		if ref, err := modelref.Parse(out.Model); err == nil {
-			provs := obj(obj(cfg, "models"), "providers")
-			if p, ok := provs[ref.Provider].(map[string]any); ok {
-				out.ProviderSettings = p
-			} else if base := overrideBase(ref.Provider, in); base != "" && in.Topology == contract.Embedded {
-				// offline override: the built-in provider served by the fake
-				p := builtinOverride(ref, base)
-				provs[ref.Provider] = p
-				out.ProviderSettings = p
-				out.ProviderOverride = true
-			}
-		}
+// nodeRoot is the workspace node's workspace without a trailing slash.
+func nodeRoot(in RenderInput) string {
+	return strings.TrimRight(in.NodeWorkspace, "/")
+}
+
+// enablePlugins enables the selected plugins (plugin-install).
+func enablePlugins(cfg object, in RenderInput) {
+	if len(in.Plugins) == 0 {
+		return
 	}
-	if len(obj(obj(cfg, "models"), "providers")) == 0 {
-		delete(obj(cfg, "models"), "providers")
-		if len(obj(cfg, "models")) == 0 {
-			delete(cfg, "models")
-		}
+	entries := cfg.obj("plugins", "entries")
+	for _, id := range in.Plugins {
+		entries.obj(id)["enabled"] = true
 	}
-	b, err := json.MarshalIndent(cfg, "", "  ")
+}
+
+// renderProvider reports the primary model and its admitted provider entry;
+// an embedded gateway with the offline override and no admitted entry gets a
+// literal entry pointing the built-in provider at the override.
+func renderProvider(cfg object, in RenderInput) (model string, settings map[string]any, override bool) {
+	model = primaryModel(cfg)
+	if model == "" {
+		return "", nil, false
+	}
+	ref, err := modelref.Parse(model)
 	if err != nil {
-		return Rendered{}, fmt.Errorf("%w: %v", ErrAdmittedConfig, err)
+		return model, nil, false
 	}
-	out.JSON = b
-	return out, nil
+	provs := cfg.obj("models", "providers")
+	if p, ok := provs[ref.Provider].(map[string]any); ok {
+		return model, p, false
+	}
+	base := overrideBase(ref.Provider, in)
+	if base == "" || in.Topology != contract.Embedded {
+		return model, nil, false
+	}
+	p := builtinOverride(ref, base)
+	provs[ref.Provider] = p
+	return model, p, true
+}
+
+// pruneEmptyModels drops an empty models.providers, and models when nothing
+// else is left in it.
+func pruneEmptyModels(cfg object) {
+	models := cfg.obj("models")
+	if len(models.obj("providers")) > 0 {
+		return
+	}
+	delete(models, "providers")
+	if len(models) == 0 {
+		delete(cfg, "models")
+	}
 }
 
 // managedPassword reports an omitted password or the managed reference
@@ -232,7 +329,7 @@ func builtinOverride(ref modelref.Ref, base string) map[string]any {
 }
 
 // primaryModel reads agents.defaults.model (a string or {primary}).
-func primaryModel(cfg map[string]any) string {
+func primaryModel(cfg object) string {
 	a, _ := cfg["agents"].(map[string]any)
 	d, _ := a["defaults"].(map[string]any)
 	switch m := d["model"].(type) {
@@ -243,16 +340,6 @@ func primaryModel(cfg map[string]any) string {
 		return p
 	}
 	return ""
-}
-
-// obj returns m[k] as an object, creating it (or replacing a non-object).
-func obj(m map[string]any, k string) map[string]any {
-	if v, ok := m[k].(map[string]any); ok {
-		return v
-	}
-	v := map[string]any{}
-	m[k] = v
-	return v
 }
 
 func mergeStrings(existing any, add []string) []any {

@@ -42,9 +42,13 @@ func phaseMs(recs []map[string]any, name, field string) float64 {
 //     the ready-marker record's timestamp (adds tini, exec, Go runtime init);
 //   - start-to-ready-ms: exec of tini to the ready-marker record;
 //   - rss-KB: harnessd's VmRSS while the app-server idles (max of 10
-//     samples over one second after ready).
+//     samples over one second after ready);
+//   - <phase>-ms: the Codex Harness's boot budget per phase (issue 23):
+//     codex login, the model probe (a real Codex turn), and the
+//     app-server's start until it listens.
 func BenchmarkStartToReady(b *testing.B) {
 	var overhead, execOverhead, total, rss float64
+	phases := map[string]float64{} // the boot budget per phase (issue 23)
 	for i := 0; i < b.N; i++ {
 		fp := startFake(b, plantedKey)
 		start := time.Now()
@@ -53,6 +57,9 @@ func BenchmarkStartToReady(b *testing.B) {
 		pid := h.harnessdPid()
 		recs := h.log.phases()
 		waited := phaseMs(recs, PhaseCodexLogin, "ms") + phaseMs(recs, PhaseModelProbe, "ms") + phaseMs(recs, PhaseNativeSpawn, "ms")
+		for _, ph := range []string{PhaseCodexLogin, PhaseModelProbe, PhaseNativeSpawn} {
+			phases[ph] += phaseMs(recs, ph, "ms")
+		}
 		overhead += phaseMs(recs, PhaseReadyMarker, "sinceStartMs") - waited
 		for _, r := range recs {
 			if r["phase"] == PhaseReadyMarker {
@@ -79,4 +86,9 @@ func BenchmarkStartToReady(b *testing.B) {
 	b.ReportMetric(execOverhead/n, "exec-overhead-ms")
 	b.ReportMetric(total/n, "start-to-ready-ms")
 	b.ReportMetric(rss/n, "rss-KB")
+	for ph, ms := range phases {
+		// codex login, the Codex model probe, and the app-server's spawn
+		// until it listens
+		b.ReportMetric(ms/n, ph+"-ms")
+	}
 }

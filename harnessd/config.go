@@ -48,6 +48,7 @@ const (
 	EnvNodehostBin      = contract.EnvNodehostBin
 	EnvNodehostState    = contract.EnvNodehostStateDir
 	EnvNodehostEnroll   = contract.EnvNodehostEnrollment
+	EnvNodehostIdentity = contract.EnvNodehostIdentity
 	EnvNodehostGateway  = contract.EnvNodehostGatewayURL
 	EnvCodexBin         = contract.EnvCodexBin
 	EnvProviderOverride = contract.EnvProviderBaseURLOpenAI
@@ -109,6 +110,10 @@ type Config struct {
 	NodehostBin        string
 	NodehostStateDir   string
 	NodehostEnrollment string
+	// NodehostIdentity is the node identity the coordinator provisioned
+	// (contract.EnvNodehostIdentity), handed to nodehost like the
+	// enrollment file.
+	NodehostIdentity   string
 	NodehostGatewayURL string
 
 	TmpDir string
@@ -176,6 +181,7 @@ func loadConfig(e environ) (Config, error) {
 		NodehostBin:        e.str(EnvNodehostBin, "nodehost"),
 		NodehostStateDir:   e.str(EnvNodehostState, ""),
 		NodehostEnrollment: e.str(EnvNodehostEnroll, ""),
+		NodehostIdentity:   e.str(EnvNodehostIdentity, ""),
 		NodehostGatewayURL: e.str(EnvNodehostGateway, ""),
 		TmpDir:             e.str(contract.EnvTmpDir, os.TempDir()),
 	}

@@ -44,6 +44,10 @@ func (h *harness) nodeWanted() bool {
 // that nodehost consumes (in its state dir).
 const NodeEnrollmentCopy = "enrollment"
 
+// NodeIdentityCopy is the private copy of the provisioned node identity
+// that nodehost adopts (in its state dir).
+const NodeIdentityCopy = "identity-provisioned"
+
 // privateEnrollment hands nodehost a private copy of the delivered one-use
 // enrollment file: a Kubernetes Secret volume file is owned by root (and
 // fsGroup may add group bits), which nodehost rightly refuses, and it cannot
@@ -52,24 +56,38 @@ const NodeEnrollmentCopy = "enrollment"
 // the delivered file is removed where that is possible. It returns the path
 // to pass, or "" for none.
 func (h *harness) privateEnrollment() string {
+	return h.privateCopy(h.cfg.NodehostEnrollment, NodeEnrollmentCopy)
+}
+
+// privateIdentity hands nodehost a private copy of the provisioned node
+// identity the same way (before the node enrolled only): nodehost adopts
+// and deletes it.
+func (h *harness) privateIdentity() string {
+	return h.privateCopy(h.cfg.NodehostIdentity, NodeIdentityCopy)
+}
+
+// privateCopy copies the delivered file src into nodehost's state dir as
+// name (0600) while the node holds no device token; "" when there is
+// nothing to pass.
+func (h *harness) privateCopy(src, name string) string {
 	c := &h.cfg
-	if c.NodehostEnrollment == "" || c.NodehostStateDir == "" {
+	if src == "" || c.NodehostStateDir == "" {
 		return ""
 	}
 	if _, err := os.Stat(filepath.Join(c.NodehostStateDir, NodeTokenFile)); err == nil {
-		_ = os.Remove(c.NodehostEnrollment) // consumed; read-only on Kubernetes, fine
+		_ = os.Remove(src) // consumed; read-only on Kubernetes, fine
 		return ""
 	}
-	code, err := os.ReadFile(c.NodehostEnrollment)
-	if err != nil || len(code) == 0 {
+	b, err := os.ReadFile(src)
+	if err != nil || len(b) == 0 {
 		return ""
 	}
 	if err := os.MkdirAll(c.NodehostStateDir, 0o700); err != nil {
 		return ""
 	}
-	dst := filepath.Join(c.NodehostStateDir, NodeEnrollmentCopy)
-	if err := atomicfile.Write(dst, code, 0o600); err != nil {
-		h.log.Warn("could not copy the enrollment file", "error", err.Error())
+	dst := filepath.Join(c.NodehostStateDir, name)
+	if err := atomicfile.Write(dst, b, 0o600); err != nil {
+		h.log.Warn("could not copy a file for the workspace node", "file", name, "error", err.Error())
 		return ""
 	}
 	return dst
@@ -81,6 +99,9 @@ func (h *harness) nodeArgs() []string {
 	a := []string{"run", "--file-only", "--state-dir", c.NodehostStateDir, "--workspace", c.Workspace}
 	if enroll := h.privateEnrollment(); enroll != "" {
 		a = append(a, "--enrollment-file", enroll)
+	}
+	if id := h.privateIdentity(); id != "" {
+		a = append(a, "--identity-file", id)
 	}
 	if c.NodehostGatewayURL != "" {
 		a = append(a, "--gateway-url", c.NodehostGatewayURL)

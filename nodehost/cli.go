@@ -79,6 +79,7 @@ func Command(stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&cfg.Workspace, "workspace", envOr(contract.EnvNodehostWorkspace, contract.PathWorkspace), "Agent workspace served by this node")
 	f.StringVar(&skillRoots, "skill-roots", os.Getenv(contract.EnvNodehostSkillRoots), "colon-separated managed Skill roots (read-only)")
 	f.StringVar(&cfg.EnrollmentFile, "enrollment-file", os.Getenv(contract.EnvNodehostEnrollment), "one-use setup code file (mode 0600)")
+	f.StringVar(&cfg.IdentityFile, "identity-file", os.Getenv(contract.EnvNodehostIdentity), "device identity the coordinator provisioned (mode 0600); adopted, then deleted")
 	f.StringVar(&cfg.GatewayURL, "gateway-url", os.Getenv(contract.EnvNodehostGatewayURL), "gateway URL as seen from this node (overrides the setup code's)")
 	f.StringVar(&cfg.DisplayName, "display-name", envOr(contract.EnvNodehostName, "oce-nodehost"), "display name")
 	f.BoolVar(&cfg.FileOnly, "file-only", os.Getenv(contract.EnvNodehostFileOnly) == "1", "serve only workspace file commands (the Codex companion node)")

@@ -30,6 +30,10 @@ type Config struct {
 	// FileOnly serves only the workspace file commands (the Codex
 	// companion node); otherwise system.run and system.which too.
 	FileOnly bool
+	// IdentityFile is a device identity the coordinator provisioned (mode
+	// 0600, contract.EnvNodehostIdentity): adopted as the node's identity,
+	// then deleted.
+	IdentityFile string
 	// WorkerCommand, when set, enables session workers with WorkerCapacity slots.
 	WorkerCommand  []string
 	WorkerCapacity int
@@ -89,8 +93,11 @@ func New(cfg Config) (*Host, error) {
 	if policy.Serves(stateDir) {
 		return nil, ErrStateServed
 	}
-	if cfg.EnrollmentFile != "" {
-		if f, err := filepath.Abs(cfg.EnrollmentFile); err != nil || policy.Serves(f) {
+	for _, private := range []string{cfg.EnrollmentFile, cfg.IdentityFile} {
+		if private == "" {
+			continue
+		}
+		if f, err := filepath.Abs(private); err != nil || policy.Serves(f) {
 			return nil, ErrStateServed
 		}
 	}
@@ -102,7 +109,7 @@ func New(cfg Config) (*Host, error) {
 	if policy.Serves(stateDir) { // again, now that symlinks in its path resolve
 		return nil, ErrStateServed
 	}
-	if h.id, err = h.state.identity(); err != nil {
+	if h.id, err = h.state.identity(cfg.IdentityFile); err != nil {
 		return nil, err
 	}
 	if len(cfg.WorkerCommand) > 0 {

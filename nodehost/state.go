@@ -34,8 +34,18 @@ func (s state) ensure() error {
 	return os.Chmod(s.dir, 0o700)
 }
 
-// identity loads the device identity, creating and saving one on first start.
-func (s state) identity() (*ocproto.Identity, error) {
+// identity loads the device identity, creating and saving one on first
+// start. A provisioned identity (the coordinator's, so the Gateway starts
+// pinned to it) is adopted first: it replaces a different stored identity
+// (whose device token belonged to that other device and is dropped), and
+// the provisioned file is deleted once saved.
+func (s state) identity(provisioned string) (*ocproto.Identity, error) {
+	if provisioned != "" {
+		id, err := s.adopt(provisioned)
+		if id != nil || err != nil {
+			return id, err
+		}
+	}
 	id, err := ocproto.LoadIdentity(s.path(identityFile))
 	if err == nil {
 		return id, nil
@@ -47,6 +57,33 @@ func (s state) identity() (*ocproto.Identity, error) {
 		return nil, err
 	}
 	return id, id.Save(s.path(identityFile))
+}
+
+// adopt saves the provisioned identity at path as the node's; (nil, nil)
+// when there is none. The file must be private (package secretfile).
+func (s state) adopt(path string) (*ocproto.Identity, error) {
+	v, err := secretfile.Read(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: provisioned identity: %w", ErrEnrollmentInsecure, err)
+	}
+	id, err := ocproto.ParseIdentity([]byte(v))
+	if err != nil {
+		return nil, err
+	}
+	cur, cerr := ocproto.LoadIdentity(s.path(identityFile))
+	if cerr != nil || cur.DeviceID != id.DeviceID {
+		if err := id.Save(s.path(identityFile)); err != nil {
+			return nil, err
+		}
+		if err := s.clearToken(); err != nil {
+			return nil, err
+		}
+	}
+	_ = os.Remove(path)
+	return id, nil
 }
 
 func (s state) token() string {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"oce.dev/oce/shared/ocproto"
 )
 
 // The node's credentials (identity, device token, enrollment copy) never
@@ -47,4 +49,57 @@ func TestStateDirOutsideServedRoots(t *testing.T) {
 	code := Main(context.Background(), []string{"run", "--state-dir", filepath.Join(ws, "state"), "--workspace", ws}, &out, &errb)
 	require.Equal(t, ExitBadInput, code)
 	require.Contains(t, errb.String(), "outside the workspace")
+}
+
+// A provisioned identity (the coordinator's, issue 23) becomes the node's:
+// on a fresh state, over a different stored identity (whose device token is
+// dropped), or unchanged over the same one (token kept); the provisioned
+// file is deleted; a readable-by-others file is refused.
+func TestProvisionedIdentityAdopted(t *testing.T) {
+	prov, err := ocproto.NewIdentity()
+	require.NoError(t, err)
+	other, err := ocproto.NewIdentity()
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name      string
+		stored    *ocproto.Identity
+		mode      os.FileMode
+		wantToken bool
+		err       error
+	}{
+		{"fresh state", nil, 0o600, false, nil},
+		{"another identity stored", other, 0o600, false, nil},
+		{"the same identity stored", prov, 0o600, true, nil},
+		{"readable by others", nil, 0o644, false, ErrEnrollmentInsecure},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			st := state{dir: filepath.Join(dir, "state")}
+			require.NoError(t, st.ensure())
+			if tc.stored != nil {
+				require.NoError(t, tc.stored.Save(st.path(identityFile)))
+				require.NoError(t, st.saveToken("tok-of-the-stored-device"))
+			}
+			b, err := prov.Marshal()
+			require.NoError(t, err)
+			file := filepath.Join(dir, "node-identity")
+			require.NoError(t, os.WriteFile(file, b, tc.mode))
+			require.NoError(t, os.Chmod(file, tc.mode))
+			id, err := st.identity(file)
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, prov.DeviceID, id.DeviceID)
+			saved, err := IdentityDeviceID(st.dir)
+			require.NoError(t, err)
+			require.Equal(t, prov.DeviceID, saved)
+			require.NoFileExists(t, file)
+			require.Equal(t, tc.wantToken, st.token() != "")
+			again, err := st.identity(file) // nothing provisioned any more: the stored one
+			require.NoError(t, err)
+			require.Equal(t, prov.DeviceID, again.DeviceID)
+		})
+	}
 }

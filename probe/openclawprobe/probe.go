@@ -67,6 +67,11 @@ type Options struct {
 	// directory, never a shared base dir: openclaw.mjs files its cache
 	// under <dir>/openclaw/<version>/).
 	CompileCacheDir string
+	// CompileCacheBase, when set, is linked as the probe's
+	// $TMPDIR/node-compile-cache, the launcher's default base: the probe
+	// then shares the caller's compile cache (gatewayd's, seeded from the
+	// image's prebuilt one) instead of compiling every module afresh.
+	CompileCacheBase string
 	// NodeExtraCACerts and SSLCertFile are passed through when set (TLS trust
 	// for an inspecting egress proxy).
 	NodeExtraCACerts string

@@ -468,3 +468,25 @@ func BenchmarkFakeProbe(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/probe")
 }
+
+// With CompileCacheBase the probe's $TMPDIR/node-compile-cache (the
+// launcher's default base) is that cache, so the probe shares the caller's
+// compile cache; cleaning up removes the link, never the cache.
+func TestProbeSharesCompileCache(t *testing.T) {
+	cache := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(cache, "entry"), []byte("x"), 0o644))
+	r := newRun(Options{Command: []string{"node", "openclaw.mjs"}, Model: "openai/gpt-fake-1", Credential: "sk-x",
+		TempDir: t.TempDir(), CompileCacheBase: cache})
+	dir, env, _, err := r.prepare()
+	require.NoError(t, err)
+	link := filepath.Join(dir, "tmp", "node-compile-cache")
+	target, err := os.Readlink(link)
+	require.NoError(t, err)
+	require.Equal(t, cache, target)
+	require.Contains(t, env, "TMPDIR="+filepath.Join(dir, "tmp"))
+	for _, kv := range env {
+		require.NotContains(t, kv, "NODE_COMPILE_CACHE=", "the launcher would re-spawn itself")
+	}
+	require.NoError(t, os.RemoveAll(dir))
+	require.FileExists(t, filepath.Join(cache, "entry"))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"oce.dev/oce/shared/runtimes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,6 +171,11 @@ func (p *run) prepare() (dir string, env, argv []string, err error) {
 	for _, n := range []string{"home", "tmp", "state", "logs"} {
 		if err := os.Mkdir(sub(n), 0o700); err != nil {
 			return dir, nil, nil, fmt.Errorf("openclawprobe: temp dir: %w", err)
+		}
+	}
+	if o.CompileCacheBase != "" {
+		if err := os.Symlink(o.CompileCacheBase, filepath.Join(sub("tmp"), runtimes.CompileCacheDirName)); err != nil {
+			return dir, nil, nil, fmt.Errorf("openclawprobe: compile cache: %w", err)
 		}
 	}
 	cfg, err := probeConfig(o.Model, o.ProviderSettings, filepath.Join(sub("logs"), "openclaw.log"))

@@ -11,6 +11,9 @@ const (
 	NotLeader        Code = "NOT_LEADER"        // 421 (leader known) or 503 (no leader)
 	NotReady         Code = "NOT_READY"         // 503: /readyz, or a read this member cannot serve yet
 	Internal         Code = "INTERNAL"          // 500
+	// RateLimited (429): the caller (principal or source address) exceeded
+	// its request rate; Retry-After says when to try again.
+	RateLimited Code = "RATE_LIMITED"
 	// WorkspaceUnavailable (503): the Agent's Gateway or its workspace node
 	// cannot serve the workspace documents now; nothing stale is shown.
 	WorkspaceUnavailable Code = "WORKSPACE_UNAVAILABLE"
@@ -20,6 +23,9 @@ const (
 	// the entry reached the log). Retrying with the same Idempotency-Key is
 	// safe; without one, check the state first.
 	OutcomeUnknown Code = "OUTCOME_UNKNOWN"
+	// QuotaExceeded (409): a deploy would take its Namespace past its quota
+	// (details: quota, limit, used, requested); nothing was created.
+	QuotaExceeded Code = "QUOTA_EXCEEDED"
 	// IdempotencyKeyReused (422): the Idempotency-Key was used before for a
 	// different request (method, path or body); nothing was applied.
 	IdempotencyKeyReused Code = "IDEMPOTENCY_KEY_REUSED"
@@ -38,7 +44,7 @@ const (
 )
 
 var api = set(InvalidRequest, Unauthorized, Forbidden, NotFound, ResourceConflict, NotLeader, NotReady, Internal,
-	WorkspaceUnavailable, OutcomeUnknown, IdempotencyKeyReused)
+	WorkspaceUnavailable, OutcomeUnknown, IdempotencyKeyReused, QuotaExceeded)
 
 // IsAPI reports whether c is an API error code.
 func IsAPI(c Code) bool { return api[c] }

@@ -42,7 +42,7 @@ var work = set(InvalidTarget, InvalidRevisionOwner, NamespaceNotReady, InvalidAd
 	HarnessAuthRequired, ReauthorizationDenied, ActiveRevisionChanged, FinalizationIncomplete, TransientDependency, ActivationPending,
 	RevisionNotReady, ForeignWorkload, NamespaceNotEmpty, StopTimeout,
 	RevisionAuthenticationFailed, RevisionCPUStarved, RevisionModelProbeTimeout, RevisionModelProbeFailed,
-	RevisionLoginFailed, RevisionStartupFailed)
+	RevisionLoginFailed, RevisionStartupFailed, CrossNamespaceReference, CredentialSourceNotFound)
 
 // IsWork reports whether c is a code the engine or a driver records on work.
 func IsWork(c Code) bool { return work[c] }

@@ -117,3 +117,17 @@ const (
 	// {"code": "READY", "passedAtMs": …}.
 	StatusModelProbe = "modelProbe"
 )
+
+// EnvCompileCache names a Node compile-cache base filled beforehand for the
+// pinned runtime (the gateway image's PathCompileCache; the local driver's
+// shared one): gatewayd links it as the OpenClaw launcher's default base
+// ($TMPDIR/node-compile-cache) when it holds this runtime's entries or is
+// writable (docs/runtime-gatewayd.md, "Compile cache").
+const EnvCompileCache = "OCE_COMPILE_CACHE"
+
+// EnvNodehostIdentity names a device identity (ocproto.Identity.Marshal,
+// mode 0600) the coordinator provisioned for the Agent's workspace node
+// before the revision's Gateway first started, so that Gateway starts
+// pinned to it (EnvWorkspaceNodeID) and is never restarted to pin the node
+// (issue 23). nodehost adopts it as its identity.
+const EnvNodehostIdentity = "OCE_NODEHOST_IDENTITY_FILE"

@@ -22,6 +22,10 @@ const SecretCodexWorkspaceID = "chatgpt-workspace-id"
 // a driver delivers to the Harness, mode 0600.
 const EnrollmentFile = "enrollment"
 
+// NodeIdentityFile is the name of the provisioned node identity file
+// (EnvNodehostIdentity) beside EnrollmentFile, mode 0600.
+const NodeIdentityFile = "node-identity"
+
 // Directories of the Agent's Harness claim beside the workspace (the
 // Kubernetes subPaths; the local driver's directories): both survive Pod
 // and revision replacement and lie outside what the node serves.
@@ -58,4 +62,7 @@ const (
 	PathNodehostState    = "/home/node/.openclaw-node"
 	PathAssetsSource     = "/app/skills"
 	PathAssetsDir        = "/home/node/openclaw-runtime-assets/bundled-skills"
+	// PathCompileCache is the gateway image's read-only Node compile cache,
+	// filled at image build by a warm-up boot (scripts/images.sh).
+	PathCompileCache = "/opt/oce/compile-cache"
 )

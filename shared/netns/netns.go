@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,13 +29,27 @@ type Options struct {
 	// PrivateTmp mounts a fresh tmpfs over /tmp inside a private mount
 	// namespace (the OpenClaw gateway writes fixed /tmp paths).
 	PrivateTmp bool
+	// HostNetwork keeps the host's network namespace: only the PID and
+	// mount namespaces are new. For suites that start no real OpenClaw or
+	// Codex on the host network but start processes that must not outlive
+	// the run (Raft members, a control plane, a kubelet node that builds
+	// its own network namespace): when the test binary ends, however it
+	// ends, the kernel kills everything it left in the PID namespace.
+	HostNetwork bool
 }
 
 // Runner is what a TestMain hands over: *testing.M satisfies it.
 type Runner interface{ Run() int }
 
+// RunnerFunc adapts a function (a suite's own main around m.Run) to Runner.
+type RunnerFunc func() int
+
+// Run calls f.
+func (f RunnerFunc) Run() int { return f() }
+
 // Main runs m inside a loopback-only network namespace (and a PID namespace
-// whose init reaps orphans and takes every leftover process down with it).
+// whose init reaps orphans and takes every leftover process down with it;
+// with HostNetwork, only inside the PID and mount namespaces).
 // Called from TestMain,
 // it re-executes the test binary in new network and mount namespaces (a user
 // namespace too when not root), brings loopback up, optionally mounts a
@@ -47,6 +62,9 @@ func Main(m Runner, opts Options) {
 		os.Exit(reexec(opts))
 	case "init":
 		os.Exit(initMain(opts))
+	}
+	if opts.HostNetwork {
+		os.Exit(m.Run())
 	}
 	if err := Isolated(); err != nil {
 		fmt.Fprintf(os.Stderr, "netns: cannot isolate the test binary: %v\n", err)
@@ -76,6 +94,7 @@ func initMain(opts Options) int {
 		fmt.Fprintf(os.Stderr, "netns: start test binary: %v\n", err)
 		return 1
 	}
+	defer forwardSignals(pid)()
 	for {
 		var ws syscall.WaitStatus
 		got, err := syscall.Wait4(-1, &ws, 0, nil)
@@ -92,6 +111,26 @@ func initMain(opts Options) int {
 			return ws.ExitStatus()
 		}
 	}
+}
+
+// forwardSignals passes SIGINT and SIGTERM on to pid (the namespace's init,
+// then the test binary), so a suite's own teardown runs when its run is
+// interrupted; the returned func stops forwarding.
+func forwardSignals(pid int) func() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				_ = syscall.Kill(pid, s.(syscall.Signal))
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(sigs); close(done) }
 }
 
 // Isolated reports whether the current process sees only the loopback
@@ -124,8 +163,14 @@ func reexec(opts Options) int {
 	cmd := exec.Command(exe, os.Args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(withoutEnv(os.Environ(), envIsolated), envIsolated+"=init")
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Run(); err != nil {
+	cmd.SysProcAttr = sysProcAttr(opts)
+	err = cmd.Start()
+	if err == nil {
+		stop := forwardSignals(cmd.Process.Pid)
+		err = cmd.Wait()
+		stop()
+	}
+	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
 			return exit.ExitCode()
@@ -137,9 +182,11 @@ func reexec(opts Options) int {
 	return 0
 }
 
-func sysProcAttr() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID,
-		Pdeathsig: syscall.SIGKILL}
+func sysProcAttr(opts Options) *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
+	if !opts.HostNetwork {
+		attr.Cloneflags |= syscall.CLONE_NEWNET
+	}
 	if os.Geteuid() != 0 {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
@@ -149,8 +196,10 @@ func sysProcAttr() *syscall.SysProcAttr {
 }
 
 func setupInside(opts Options) error {
-	if err := LoopbackUp(); err != nil {
-		return err
+	if !opts.HostNetwork {
+		if err := LoopbackUp(); err != nil {
+			return err
+		}
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
@@ -163,6 +212,9 @@ func setupInside(opts Options) error {
 		if err := privateTmp(); err != nil {
 			return err
 		}
+	}
+	if opts.HostNetwork {
+		return nil
 	}
 	return Isolated()
 }
@@ -304,6 +356,9 @@ func EnterCommand(pid int, name string, args ...string) (*exec.Cmd, error) {
 // Describe names the isolation in one line for logs.
 func Describe(opts Options) string {
 	parts := []string{"loopback-only network namespace"}
+	if opts.HostNetwork {
+		parts = []string{"host network, private PID namespace"}
+	}
 	if opts.PrivateTmp {
 		parts = append(parts, "private /tmp")
 	}

@@ -4,7 +4,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,7 +17,138 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestMain(m *testing.M) { Main(m, Options{PrivateTmp: true}) }
+func TestMain(m *testing.M) {
+	if os.Getenv(envLeaker) != "" {
+		Main(leaker{}, Options{HostNetwork: true})
+	}
+	if f := os.Getenv(envTermFile); f != "" {
+		Main(RunnerFunc(func() int { return awaitTerm(f) }), Options{})
+	}
+	Main(m, Options{PrivateTmp: true})
+}
+
+// envLeaker makes the test binary a leaker: under Main with HostNetwork it
+// starts a detached sleep whose argument is the variable's value, writes
+// its network namespace to the file envLeakerOut names, and exits without
+// ending the sleep.
+const (
+	envLeaker    = "OCE_NETNS_TEST_LEAKER"
+	envLeakerOut = "OCE_NETNS_TEST_LEAKER_OUT"
+)
+
+// envTermFile makes the test binary wait (under Main) for SIGTERM, after
+// writing "ready" to the file it names; it then writes "terminated".
+const envTermFile = "OCE_NETNS_TEST_TERM_FILE"
+
+func awaitTerm(file string) int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	if err := os.WriteFile(file, []byte("ready"), 0o600); err != nil {
+		return 3
+	}
+	select {
+	case <-sigs:
+	case <-time.After(time.Minute):
+		return 4
+	}
+	if err := os.WriteFile(file, []byte("terminated"), 0o600); err != nil {
+		return 5
+	}
+	return 0
+}
+
+// TestSignalsReachTheTests: SIGTERM to the process go test started reaches
+// the tests inside the namespaces (through the namespace's init), so a
+// suite's own teardown runs when a run is interrupted.
+func TestSignalsReachTheTests(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "term")
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(withoutEnv(os.Environ(), envIsolated), envTermFile+"="+file)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(file)
+		return string(b) == "ready"
+	}, time.Minute, 10*time.Millisecond, "the inner test binary started")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "%s", out.String())
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, "terminated", string(b))
+}
+
+type leaker struct{}
+
+func (leaker) Run() int {
+	cmd := exec.Command("sleep", os.Getenv(envLeaker))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 3
+	}
+	ns, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		return 4
+	}
+	if err := os.WriteFile(os.Getenv(envLeakerOut), []byte(ns), 0o600); err != nil {
+		return 5
+	}
+	return 0 // the sleep is left running on purpose
+}
+
+// processesWithArg lists the PIDs whose command line has arg.
+func processesWithArg(t *testing.T, arg string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		for _, a := range strings.Split(string(b), "\x00") {
+			if a == arg {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// TestHostNetworkLeavesNothingBehind: a test binary under Main with
+// HostNetwork keeps its parent's network namespace, and a process it
+// starts and never ends (detached into its own session) does not outlive
+// it.
+func TestHostNetworkLeavesNothingBehind(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	mark := fmt.Sprintf("600.%d", os.Getpid()) // a sleep argument no one else uses
+	out := filepath.Join(t.TempDir(), "ns")
+	cmd := exec.Command(exe, "-test.run=^$")
+	// the leaker starts its own namespaces, as a test binary run by go test
+	cmd.Env = append(withoutEnv(os.Environ(), envIsolated), envLeaker+"="+mark, envLeakerOut+"="+out)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	t.Cleanup(func() {
+		for _, pid := range processesWithArg(t, mark) {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	})
+	ns, err := os.ReadFile(out)
+	require.NoError(t, err, "the leaker ran")
+	own, err := os.Readlink("/proc/self/ns/net")
+	require.NoError(t, err)
+	require.Equal(t, own, string(ns), "HostNetwork keeps the parent's network namespace")
+	require.Empty(t, processesWithArg(t, mark), "the detached sleep outlived its test binary")
+}
 
 func TestOnlyLoopback(t *testing.T) {
 	require.NoError(t, Isolated())

@@ -71,10 +71,16 @@ type identityFile struct {
 	PrivateKey string `json:"privateKeySeed"`
 }
 
+// Marshal is the identity as Save writes it (and a driver provisions it:
+// contract.EnvNodehostIdentity).
+func (i *Identity) Marshal() ([]byte, error) {
+	return json.Marshal(identityFile{Version: 1, DeviceID: i.DeviceID, PublicKey: i.PublicKeyB64(),
+		PrivateKey: b64.EncodeToString(i.PrivateKey.Seed())})
+}
+
 // Save writes the identity to path (mode 0600, write + fsync + rename).
 func (i *Identity) Save(path string) error {
-	b, err := json.Marshal(identityFile{Version: 1, DeviceID: i.DeviceID, PublicKey: i.PublicKeyB64(),
-		PrivateKey: b64.EncodeToString(i.PrivateKey.Seed())})
+	b, err := i.Marshal()
 	if err != nil {
 		return err
 	}
@@ -87,6 +93,11 @@ func LoadIdentity(path string) (*Identity, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseIdentity(b)
+}
+
+// ParseIdentity decodes what Marshal wrote and checks its consistency.
+func ParseIdentity(b []byte) (*Identity, error) {
 	var f identityFile
 	if err := strictUnmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadIdentity, err)
