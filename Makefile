@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin
 TEST_TIMEOUT ?= 45m
 
-.PHONY: help build test test-short bench chaos lint fuzz runtimes k8s-testenv images chromium screenshots demo clean
+.PHONY: help build test test-short cold-test bench chaos lint fuzz runtimes k8s-testenv images chromium screenshots demo clean
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ chromium: ## install headless Chromium (Debian) for the console's browser tests
 test: runtimes k8s-testenv images chromium ## run every test (real runtimes in loopback-only namespaces, a real kube-apiserver)
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+cold-test: ## make test as a new machine runs it: a fresh clone with empty HOME and caches; per-step and per-package wall times
+	@bash scripts/cold-test.sh
 
 test-short: ## unit tests only (no real runtimes)
 	$(GO) test -count=1 -short ./...

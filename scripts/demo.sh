@@ -28,14 +28,19 @@ ensure() {
 	fi
 }
 
+step "the demo key, a credential source of the namespace"
+# occ dev up registers it in the default namespace; another namespace
+# (OCC_NAMESPACE) gets its own source, copied from the dev secrets dir.
+OCC credential get demo-key >/dev/null 2>&1 || OCC credential register demo-key --from-local demo-key
+
 step "embedded OpenClaw Agent 'hello'"
 ensure config demo-embedded -f scripts/demo/embedded.json
-ensure agent hello --config demo-embedded --auth-method api_key --auth-ref local:demo-key
+ensure agent hello --config demo-embedded --auth-method api_key --auth-ref credential:demo-key
 OCC agent deploy hello --wait
 
 step "dedicated Codex Agent 'coder'"
 ensure config demo-codex -f scripts/demo/dedicated-codex.json
-ensure agent coder --config demo-codex --mode dedicated --auth-method api_key --auth-ref local:demo-key
+ensure agent coder --config demo-codex --mode dedicated --auth-method api_key --auth-ref credential:demo-key
 OCC agent deploy coder --wait
 
 failed=0

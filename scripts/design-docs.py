@@ -2,7 +2,7 @@
 """Regenerate docs/design/ from the shared seeds and design notes.
 
 The seed pages (../shared/seeds/*.txt, the specification) and the design
-notes the code cites (REFERENCE.md, CODEX.md, OPENCLAW.md) are copied
+notes the code cites (REFERENCE.md, CODEX.md, OPENCLAW.md, ARCHITECTURE.md) are copied
 verbatim; only headings become markdown headings with stable anchors, so
 `docs/design/<file>#<anchor>` links resolve for someone who has only the
 repository:
@@ -11,6 +11,7 @@ repository:
   seed-00N.md#<slug>     a seed's section ("overview", "what-each-side-stores")
   reference.md#sN-M      REFERENCE §N.M (reference.md#sN for §N)
   codex.md#sN, openclaw.md#sN-M   the same for CODEX.md and OPENCLAW.md
+  architecture.md#<slug> an ARCHITECTURE.md section ("import-rules", "flows")
 
 Usage: python3 scripts/design-docs.py [SHARED_DIR]   (default ../shared)
 """
@@ -79,7 +80,10 @@ def seed(num, name):
     return '\n'.join(md).rstrip() + '\n'
 
 
-def design(name, label):
+def design(name, label, sections=False):
+    """A design note; numbered headings get #sN-M anchors, and with sections
+    every ## heading gets the slug of its words before any parenthesis
+    ("## Import rules (the house's walls)" is #import-rules)."""
     lines = open(os.path.join(shared, 'design', name)).read().split('\n')
     md = []
     for l in lines:
@@ -87,8 +91,11 @@ def design(name, label):
         if m:
             anchor = 's' + m.group(2) + (('-' + m.group(3)) if m.group(3) else '')
             md.append(f'<a id="{anchor}"></a>')
+        elif sections and l.startswith('## '):
+            md.append(f'<a id="{slug(l[3:].split(" (")[0])}"></a>')
         md.append(l)
-    head = f'*`shared/design/{name}` ({label}), verbatim; `<a id>` anchors added: §N.M is `#sN-M`.*\n\n'
+    how = 'a section is `#<its-words>`' if sections else '§N.M is `#sN-M`'
+    head = f'*`shared/design/{name}` ({label}), verbatim; `<a id>` anchors added: {how}.*\n\n'
     return head + '\n'.join(md).rstrip() + '\n'
 
 
@@ -100,6 +107,8 @@ def main():
                              ('CODEX.md', 'measured facts about Codex', 'codex.md'),
                              ('OPENCLAW.md', 'measured facts about OpenClaw', 'openclaw.md')]:
         open(os.path.join(out, dst), 'w').write(design(name, label))
+    open(os.path.join(out, 'architecture.md'), 'w').write(
+        design('ARCHITECTURE.md', 'processes, layout, import walls', sections=True))
 
 
 main()

@@ -5,7 +5,8 @@
 #                imported as the local buildah image localhost/oce/base:<key>
 #   coordinator  coordinator + occ
 #   gateway      gatewayd + nodehost + Node + OpenClaw + npm + the offline
-#                @openclaw/codex plugin cache
+#                @openclaw/codex plugin cache + a Node compile cache filled
+#                at build by a warm-up boot (warm_compile_cache)
 #   harness      harnessd + nodehost + Codex
 # Each image is images/<name>/Containerfile built FROM the BASE build
 # argument over a staged context (rootfs/ only: never .oce/, bin/ or .git/),
@@ -28,8 +29,7 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}/oce/images"
 out="$cache/out"
 store=(--root "$cache/buildah/storage" --runroot "$cache/buildah/run" --storage-driver vfs)
 names=(coordinator gateway harness)
-suite=bookworm
-mirror=http://deb.debian.org/debian
+suite=bookworm # the mirror is the machine's own (scripts/apt-sources.sh)
 keep=3 # archives kept per image (other branches build other keys)
 
 log() { printf 'images: %s\n' "$*" >&2; }
@@ -108,6 +108,31 @@ stage_runtimes() {
 	esac
 }
 
+# warm_compile_cache DIR: the gateway image's Node compile cache
+# (rootfs/opt/oce/compile-cache, contract.PathCompileCache), filled by one
+# warm-up boot of exactly the staged gatewayd and runtime at the image's
+# paths in a loopback-only namespace (scripts/warm-compile-cache.sh). The
+# launcher keys the cache by package.json's mtime in milliseconds, and a
+# layer archive may keep whole seconds only: package.json gets its own copy
+# (the staged tree is hard links into the runtime cache) with its mtime
+# truncated to the second first, so the key the warm-up computes is the one
+# the container computes.
+warm_compile_cache() {
+	local r=$1/rootfs pj t0
+	t0=$(ms)
+	pj=$r/opt/oce/openclaw/node_modules/openclaw/package.json
+	cp -p "$pj" "$pj.copy"
+	mv -f "$pj.copy" "$pj"
+	touch -m -d "@$(stat -c %Y "$pj")" "$pj"
+	mkdir -p "$r/opt/oce/compile-cache"
+	# as the image's runtime user (images/gateway/Containerfile USER)
+	unshare --net --mount --fork --kill-child -- bash "$root/scripts/warm-compile-cache.sh" "$r" 1000:1000 >&2
+	# Node writes its entries 0600 as the warm-up's user, and the image's COPY
+	# makes every file root's: readable by all, or the Pod's user reads none
+	chmod -R a+rX "$r/opt/oce/compile-cache"
+	log "compile cache: $(find "$r/opt/oce/compile-cache" -type f | wc -l) entries from a warm-up boot in $((($(ms) - t0) / 1000)) s"
+}
+
 # image_key NAME DIR BASEKEY: hash of everything the image is made of — the
 # Containerfile, the base, the Go binaries and the runtime versions.
 image_key() {
@@ -122,6 +147,8 @@ image_key() {
 			stamp "$(npm_root "$OCE_OPENCLAW_MJS")"
 			stamp "$(npm_root "$OCE_NPM_CLI")"
 			stamp "$OCE_NPM_CACHE"
+			sed -n '/^warm_compile_cache()/,/^}/p' "$0"
+			cat "$root/scripts/warm-compile-cache.sh"
 			;;
 		harness) stamp "$(npm_root "$OCE_CODEX")" ;;
 		esac
@@ -143,7 +170,10 @@ has_image() { buildah "${store[@]}" inspect --type image "$1" >/dev/null 2>&1; }
 build_base() {
 	local key=$1 ref=localhost/oce/base:$1 tmp ctr
 	has_image "$ref" && return 0
-	log "building base $ref (mmdebstrap $suite minbase + $(paste -sd, "$root/images/base/packages"))"
+	local sources
+	readarray -t sources < <(bash "$root/scripts/apt-sources.sh" "$suite")
+	[ ${#sources[@]} -gt 0 ] || { log "no apt source for $suite on this machine"; exit 1; }
+	log "building base $ref (mmdebstrap $suite minbase + $(paste -sd, "$root/images/base/packages"); sources: ${sources[*]})"
 	tmp=$(mktemp -d "$cache/tmp/base.XXXXXX")
 	mmdebstrap --variant=minbase --include="$(paste -sd, "$root/images/base/packages")" \
 		--aptopt='Acquire::Check-Valid-Until "false"' \
@@ -152,8 +182,7 @@ build_base() {
 		--customize-hook='echo "node:x:1000:1000::/home/node:/bin/sh" >>"$1/etc/passwd"' \
 		--customize-hook='echo "node:x:1000:" >>"$1/etc/group"' \
 		--customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*' \
-		"$suite" "$tmp/rootfs.tar" \
-		"deb $mirror $suite main" "deb $mirror $suite-updates main" "deb ${mirror}-security $suite-security main" >&2
+		"$suite" "$tmp/rootfs.tar" "${sources[@]}" >&2
 	ctr=$(buildah "${store[@]}" from scratch)
 	buildah "${store[@]}" add "$ctr" "$tmp/rootfs.tar" / >&2
 	buildah "${store[@]}" config --env PATH=/usr/local/bin:/usr/bin:/bin --cmd /bin/sh "$ctr" >&2
@@ -173,6 +202,7 @@ build() {
 	if [ ! -s "$archive" ]; then
 		log "building $ref"
 		stage_runtimes "$name" "$ctx"
+		[ "$name" != gateway ] || warm_compile_cache "$ctx"
 		local version revision
 		version=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)
 		revision=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
@@ -199,9 +229,35 @@ build() {
 	fi
 	rm -rf "$ctx"
 	# keep the newest archives of this image only
-	ls -1t "$out/$name-"*.oci.tar 2>/dev/null | tail -n +$((keep + 1)) | while read -r old; do rm -f "$old" "$old.size"; done
+	ls -1t "$out/$name-"*.oci.tar 2>/dev/null | tail -n +$((keep + 1)) | while read -r old; do rm -f "$old" "$old.size" "$old.smoked"; done
 	touch "$archive"
 	printf '%s %s %s %s\n' "$name" "$ref" "$archive" "$(stat -c %s "$archive")"
+}
+
+# smoke MANIFEST: the smoke checks (images/imagestest/smoke.go) of every
+# image not yet checked: each is started as its Pod starts it and must run
+# what its entrypoint needs, or the build fails naming what it lacks.
+# A passed archive gets a .smoked stamp.
+smoke() {
+	local args=() n ref archive bytes
+	while read -r n ref archive bytes; do
+		[ -f "$archive.smoked" ] || args+=("$n=$archive")
+	done <<<"$1"
+	[ ${#args[@]} -gt 0 ] || return 0
+	if [ "$(id -u)" != 0 ]; then
+		log "not root: the smoke checks (runc) of ${args[*]%%=*} did not run"
+		return 0
+	fi
+	local t0
+	t0=$(ms)
+	if ! (cd "$root" && go run ./images/imagestest/smoke "${args[@]}") >&2; then
+		# never reuse an archive that did not pass: the next run rebuilds it
+		for a in "${args[@]}"; do rm -f "${a#*=}" "${a#*=}.size"; done
+		log "smoke checks failed: an image above would not start (see the checks' output); its archive is removed"
+		exit 1
+	fi
+	for a in "${args[@]}"; do touch "${a#*=}.smoked"; done
+	log "smoke checks passed in $((($(ms) - t0) / 1000)) s"
 }
 
 main() {
@@ -225,7 +281,7 @@ main() {
 	flock 9
 	# leftovers of an interrupted build (we hold the lock: nobody else builds)
 	rm -rf "${cache:?}/tmp/"* "$out"/*.partial
-	apt_install buildah:buildah mmdebstrap:mmdebstrap runc:runc
+	apt_install buildah:buildah mmdebstrap:mmdebstrap runc:runc ip:iproute2 unshare:util-linux setpriv:util-linux
 	command -v buildah >/dev/null && buildah "${store[@]}" rm --all >/dev/null 2>&1 || true
 	load_runtimes
 	local t0 bkey manifest
@@ -233,6 +289,7 @@ main() {
 	bkey=$(base_key)
 	build_base "$bkey"
 	manifest=$(for n in "${names[@]}"; do build "$n" "$bkey"; done)
+	smoke "$manifest"
 	printf '%s\n' "$manifest" >"$out/images.env.tmp"
 	mv "$out/images.env.tmp" "$out/images.env"
 	printf '%s\n' "$manifest"

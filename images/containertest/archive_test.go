@@ -3,12 +3,15 @@ package containertest
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"oce.dev/oce/images/imagestest"
+	"oce.dev/oce/shared/contract"
+	"oce.dev/oce/shared/runtimes"
 )
 
 // Each archive names its image for containerd (io.containerd.image.name =
@@ -53,4 +56,62 @@ func TestArchivesNamedLabelledAndComplete(t *testing.T) {
 			require.Contains(t, string(b), "node:x:1000:1000:", "the runtime user")
 		})
 	}
+}
+
+// The gateway image carries a Node compile cache filled at build by a
+// warm-up boot (scripts/images.sh warm_compile_cache) under the key the
+// OpenClaw launcher computes from the package.json the image carries
+// (version, mtime in ms, size) and below it the pinned Node's own
+// subdirectory: a runtime bump, a package.json whose mtime the archive
+// changed, or a cache warmed for another Node all fail here.
+func TestGatewayImageCompileCache(t *testing.T) {
+	u := unpacked[images[imagestest.Gateway].Ref]
+	env := map[string]string{}
+	for _, kv := range u.Config.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	require.Equal(t, contract.PathCompileCache, env[contract.EnvCompileCache])
+	mjs := filepath.Join(u.RootFS, env[contract.EnvOpenClawMJS])
+	base := filepath.Join(u.RootFS, contract.PathCompileCache)
+	key, err := runtimes.CompileCacheKey(mjs)
+	require.NoError(t, err)
+	require.Equal(t, "openclaw/"+runtimes.OpenClawVersion, filepath.Dir(key), "keyed for the pinned runtime")
+	st, err := os.Stat(filepath.Join(filepath.Dir(mjs), "package.json"))
+	require.NoError(t, err)
+	require.Zero(t, st.ModTime().Nanosecond(), "package.json's mtime is whole seconds: the key survives any archive")
+	// Node's subdirectory names its version and the user: the image's
+	uid, _, _ := strings.Cut(u.Config.User, ":")
+	nodeDirs, err := filepath.Glob(filepath.Join(base, key, "v"+runtimes.NodeVersion+"-x64-*-"+uid))
+	require.NoError(t, err)
+	require.Len(t, nodeDirs, 1, "one cache of the pinned Node and the image's user under the launcher's key; have: %v", ls(t, base))
+	require.Greater(t, runtimes.CompileCacheEntries(nodeDirs[0]), 1000, "a gateway boot's modules")
+	// the image's COPY makes every file root's: an entry the image's user
+	// cannot read is a miss at every boot
+	var unreadable []string
+	require.NoError(t, filepath.WalkDir(nodeDirs[0], func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		if fi, err := d.Info(); err != nil || fi.Mode().Perm()&0o004 == 0 {
+			unreadable = append(unreadable, filepath.Base(p))
+		}
+		return nil
+	}))
+	require.Empty(t, unreadable, "cache entries the image's user %s cannot read", uid)
+	n, err := strconv.Atoi(uid)
+	require.NoError(t, err)
+	require.Equal(t, runtimes.CompileCachePrebuilt, runtimes.PrebuiltCompileCacheFor(base, mjs, n))
+}
+
+// ls lists the files below dir (for failure messages).
+func ls(t *testing.T, dir string) []string {
+	var out []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && len(out) < 20 {
+			out = append(out, strings.TrimPrefix(p, dir))
+		}
+		return nil
+	})
+	return out
 }

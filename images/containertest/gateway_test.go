@@ -17,6 +17,7 @@ import (
 	"oce.dev/oce/occ"
 	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/logtest"
+	"oce.dev/oce/shared/runtimes"
 	"oce.dev/oce/shared/supervise"
 )
 
@@ -49,11 +50,14 @@ func TestGatewayImageEmbedded(t *testing.T) {
 
 	r := render(t, embeddedRev("rev-good"), map[string][]byte{contract.SecretModelAPIKey: []byte(goodKey)}, kubernetes.RoleGateway)
 	log := &logtest.Buffer{}
-	p := podOf(t, r, r.claims(t), log, "OCE_MODEL_PROVIDER_BASE_URL_OPENAI="+fp.URL())
+	// Node reports each compile-cache lookup (the gateway child inherits
+	// the variable; the model probe does not)
+	p := podOf(t, r, r.claims(t), log, "OCE_MODEL_PROVIDER_BASE_URL_OPENAI="+fp.URL(), "NODE_DEBUG_NATIVE=COMPILE_CACHE")
 	start := time.Now()
 	c := startContainer(t, p, r.container)
 	waitProbe(t, p, c, gatewayReady)
 	t.Logf("gateway container ready in %s", time.Since(start).Round(time.Millisecond))
+	requireCompileCacheHits(t, log)
 	sup := requireKubeletShape(t, p, c, "gatewayd")
 
 	// a message gets the fake provider's reply through the real gateway
@@ -177,4 +181,29 @@ func TestGatewayImageBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// requireCompileCacheHits: gatewayd linked the image's prebuilt compile
+// cache, and the gateway's boot took most of its modules' code from it.
+func requireCompileCacheHits(t *testing.T, log *logtest.Buffer) {
+	t.Helper()
+	state, accepted, missed := "", 0, 0
+	for _, rec := range records(log, "gatewayd") {
+		if rec["msg"] == "compile cache" {
+			state, _ = rec["prebuilt"].(string)
+		}
+		line, _ := rec["line"].(string)
+		switch {
+		case !strings.HasPrefix(line, "[compile cache]"):
+		case strings.Contains(line, "was accepted"):
+			accepted++
+		case strings.Contains(line, "was not initialized") || strings.Contains(line, "mismatch") ||
+			strings.Contains(line, "was rejected"):
+			missed++
+		}
+	}
+	t.Logf("compile cache: %s, %d modules from the cache, %d compiled", state, accepted, missed)
+	require.Equal(t, string(runtimes.CompileCachePrebuilt), state)
+	require.Greater(t, accepted, 1000)
+	require.Greater(t, accepted, 10*missed, "most modules come from the image's cache")
 }

@@ -11,21 +11,29 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"oce.dev/oce/shared/netns"
+
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/compute/kubernetes/k8stest"
 	"oce.dev/oce/coordinator/server"
+	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/logtest"
 )
 
@@ -38,7 +46,11 @@ var env *k8stest.Env
 
 // One real control plane (etcd, kube-apiserver with RBAC and Pod Security
 // admission, controller-manager, scheduler, kwok) per test binary.
-func TestMain(m *testing.M) { os.Exit(k8stest.Main(m, &env)) }
+// TestMain runs the suite in a PID namespace of its own (host network): no
+// control-plane or coordinator process outlives the binary.
+func TestMain(m *testing.M) {
+	netns.Main(netns.RunnerFunc(func() int { return k8stest.Main(m, &env) }), netns.Options{HostNetwork: true})
+}
 
 func kubectl(t *testing.T, args ...string) (string, error) {
 	t.Helper()
@@ -162,62 +174,209 @@ func allowed(t *testing.T, p kubernetes.Permission, namespace string) bool {
 	user, groups := saUser()
 	r, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
 		Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: namespace, Verb: p.Verb, Group: p.Group, Resource: p.Resource, Subresource: p.Subresource}}}, metav1.CreateOptions{})
+			Namespace: namespace, Verb: p.Verb, Group: p.Group, Resource: p.Resource, Subresource: p.Subresource, Name: p.Name}}},
+		metav1.CreateOptions{})
 	require.NoError(t, err)
 	return r.Status.Allowed
 }
 
-// The bundle's RBAC is sufficient — every access the driver makes
-// (kubernetes.Permissions, equal to what a recording client sees) is allowed
-// to the coordinator's ServiceAccount, in a namespace the driver would
-// create — and minimal: the ClusterRole grants exactly those, and neighbours
-// the driver never uses are denied.
-func TestRBACSufficientAndMinimal(t *testing.T) {
-	apply(t)
-	workNS := kubernetes.DataPlaneNamespace("tenant-1")
-	for _, p := range kubernetes.Permissions {
-		namespace := workNS
-		if p.Resource == "namespaces" {
-			namespace = ""
-		}
-		require.True(t, allowed(t, p, namespace), "%s is allowed", p)
-	}
-	for _, p := range []kubernetes.Permission{
-		{Verb: "patch", Group: "apps", Resource: "deployments"},
-		{Verb: "watch", Resource: "secrets"},
-		{Verb: "create", Resource: "pods"},
-		{Verb: "delete", Resource: "pods"},
-		{Verb: "create", Resource: "pods", Subresource: "exec"},
-		{Verb: "update", Resource: "pods", Subresource: "status"},
-		{Verb: "deletecollection", Resource: "secrets"},
-		{Verb: "update", Resource: "namespaces"},
-		{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "rolebindings"},
-		{Verb: "get", Resource: "nodes"},
-	} {
-		require.False(t, allowed(t, p, workNS), "%s is denied", p)
-	}
+// saClient is a clientset acting as the coordinator's ServiceAccount (the
+// admin's certificate with impersonation).
+func saClient(t *testing.T) k8s.Interface {
+	t.Helper()
+	user, groups := saUser()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	c, err := k8s.NewForConfig(cfg)
+	require.NoError(t, err)
+	return c
+}
 
-	// the ClusterRole's rules expand to exactly the driver's list
-	cr, err := env.Client.RbacV1().ClusterRoles().Get(context.Background(), "oce-coordinator-driver", metav1.GetOptions{})
+// rulesOf expands a ClusterRole's rules to permission strings.
+func rulesOf(t *testing.T, name string) []string {
+	t.Helper()
+	cr, err := env.Client.RbacV1().ClusterRoles().Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	var granted []string
 	for _, r := range cr.Rules {
-		require.Empty(t, r.ResourceNames)
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, v := range r.Verbs {
-					granted = append(granted, kubernetes.Permission{Verb: v, Group: g, Resource: res}.String())
+					for _, n := range names {
+						granted = append(granted, kubernetes.Permission{Verb: v, Group: g, Resource: res, Name: n}.String())
+					}
 				}
 			}
 		}
 	}
-	var want []string
-	for _, p := range kubernetes.Permissions {
-		want = append(want, p.String())
-	}
 	sort.Strings(granted)
-	sort.Strings(want)
-	require.Equal(t, want, granted)
+	return granted
+}
+
+func strs(ps []kubernetes.Permission) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// The bundle's RBAC is sufficient and minimal, and least privilege holds on
+// the real API server: cluster-wide the coordinator's ServiceAccount may do
+// only kubernetes.ClusterPermissions; the driver, acting as that account,
+// creates a Namespace's two namespaces and binds kubernetes.NamespaceRole
+// there itself (RBAC's escalation check and the admission policy pass);
+// only then are kubernetes.NamespacePermissions allowed — there, and not in
+// kube-system, the coordinator's own namespace or default. Both ClusterRoles
+// expand to exactly the driver's lists, and neighbours it never uses are
+// denied.
+func TestRBACSufficientAndMinimal(t *testing.T) {
+	apply(t)
+	ctx := context.Background()
+	dp, gw := kubernetes.DataPlaneNamespace("tenant-1"), kubernetes.GatewayNamespace("tenant-1")
+	for _, p := range kubernetes.ClusterPermissions {
+		namespace := ""
+		if p.Resource == "rolebindings" {
+			namespace = dp
+		}
+		require.True(t, allowed(t, p, namespace), "%s is allowed", p)
+	}
+	for _, p := range kubernetes.NamespacePermissions {
+		require.False(t, allowed(t, p, dp), "%s before the driver bound its role there", p)
+		require.False(t, allowed(t, p, ""), "%s cluster-wide", p)
+	}
+
+	// the driver, as the ServiceAccount, prepares the Namespace
+	user, _ := saUser()
+	subject, err := kubernetes.SubjectOf(user)
+	require.NoError(t, err)
+	me, err := kubernetes.Identity(ctx, saClient(t))
+	require.NoError(t, err)
+	require.Equal(t, subject, me, "the identity the coordinator binds is its ServiceAccount")
+	d, err := kubernetes.New(kubernetes.Config{GatewayImage: "localhost/oce/gateway:dev", HarnessImage: "localhost/oce/harness:dev",
+		Subject: me}, saClient(t))
+	require.NoError(t, err)
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: "tenant-1", Quota: &state.NamespaceQuota{Agents: 2, CPU: "4"}}))
+	for _, ns := range []string{dp, gw} {
+		for _, p := range kubernetes.NamespacePermissions {
+			require.True(t, allowed(t, p, ns), "%s is allowed in %s", p, ns)
+		}
+	}
+	for _, ns := range []string{"kube-system", ns, "default"} {
+		for _, p := range kubernetes.NamespacePermissions {
+			require.False(t, allowed(t, p, ns), "%s is denied in %s", p, ns)
+		}
+	}
+	for _, p := range []kubernetes.Permission{
+		{Verb: "patch", Group: "apps", Resource: "deployments"},
+		{Verb: "watch", Resource: "secrets"},
+		// pods create and delete are granted (the probe Pod before cutover,
+		// no more than the Deployments' Pods); exec into them is not
+		{Verb: "create", Resource: "pods", Subresource: "exec"},
+		{Verb: "update", Resource: "pods", Subresource: "status"},
+		{Verb: "deletecollection", Resource: "secrets"},
+		{Verb: "update", Resource: "namespaces"},
+		{Verb: "list", Resource: "namespaces"},
+		{Verb: "get", Group: "rbac.authorization.k8s.io", Resource: "rolebindings"},
+		{Verb: "delete", Group: "rbac.authorization.k8s.io", Resource: "rolebindings"},
+		{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "roles"},
+		{Verb: "bind", Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: "cluster-admin"},
+		{Verb: "escalate", Group: "rbac.authorization.k8s.io", Resource: "clusterroles"},
+		{Verb: "get", Resource: "nodes"},
+	} {
+		require.False(t, allowed(t, p, dp), "%s is denied", p)
+	}
+
+	// the ClusterRoles' rules expand to exactly the driver's lists
+	require.Equal(t, strs(kubernetes.ClusterPermissions), rulesOf(t, "oce-coordinator-driver"))
+	require.Equal(t, strs(kubernetes.NamespacePermissions), rulesOf(t, kubernetes.NamespaceRole))
+	rb, err := env.Client.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, b := range rb.Items {
+		require.NotEqual(t, kubernetes.NamespaceRole, b.RoleRef.Name, "the namespace role is never bound cluster-wide")
+	}
+}
+
+// What `kubectl auth can-i --list` shows the coordinator's ServiceAccount:
+// no access to Secrets anywhere but the namespaces it manages (cluster-wide,
+// kube-system, its own namespace, default), every Secret verb denied there
+// by SubjectAccessReview too, and no way into kube-system: the admission
+// policy refuses binding itself there, creating an unlabelled namespace or
+// deleting one oce does not manage.
+func TestNoSecretOutsideManagedNamespaces(t *testing.T) {
+	apply(t)
+	ctx := context.Background()
+	user, _ := saUser()
+	dp := kubernetes.DataPlaneNamespace("tenant-2")
+	d, err := kubernetes.New(kubernetes.Config{GatewayImage: "localhost/oce/gateway:dev", HarnessImage: "localhost/oce/harness:dev",
+		Subject: mustSubject(t, user)}, saClient(t))
+	require.NoError(t, err)
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: "tenant-2"}))
+
+	canI := func(namespace string) string {
+		out, err := kubectl(t, "auth", "can-i", "--list", "--as="+user, "--as-group=system:serviceaccounts",
+			"--as-group=system:serviceaccounts:"+ns, "--as-group=system:authenticated", "-n", namespace)
+		require.NoError(t, err, out)
+		return out
+	}
+	secretRule := regexp.MustCompile(`(?m)^\s*(secrets|\*)(\.\S*)?\s`)
+	for _, namespace := range []string{"kube-system", ns, "default"} {
+		out := canI(namespace)
+		require.NotRegexp(t, secretRule, out, "can-i --list in %s", namespace)
+		for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"} {
+			require.False(t, allowed(t, kubernetes.Permission{Verb: verb, Resource: "secrets"}, namespace), "%s secrets in %s", verb, namespace)
+		}
+	}
+	for _, verb := range []string{"get", "list", "watch"} {
+		require.False(t, allowed(t, kubernetes.Permission{Verb: verb, Resource: "secrets"}, ""), "%s secrets cluster-wide", verb)
+	}
+	require.Regexp(t, secretRule, canI(dp), "a managed namespace: the driver's own Secrets")
+
+	// the same answer from the API (SelfSubjectRulesReview, what can-i --list asks)
+	for _, namespace := range []string{"kube-system", ns, "default"} {
+		r, err := saClient(t).AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{
+			Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: namespace}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		for _, rule := range r.Status.ResourceRules {
+			for _, res := range rule.Resources {
+				require.NotContains(t, []string{"secrets", "*"}, res, "rules in %s: %+v", namespace, rule)
+			}
+		}
+	}
+
+	// kube-system stays out of reach: admission refuses every way in
+	sc := saClient(t)
+	_, err = sc.RbacV1().RoleBindings("kube-system").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "oce-coordinator"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: kubernetes.NamespaceRole},
+		Subjects: []rbacv1.Subject{mustSubject(t, user)}}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsInvalid(err) || apierrors.IsForbidden(err), "bind itself in kube-system: %v", err)
+	require.ErrorContains(t, err, "oce-coordinator-namespace, to itself")
+	_, err = sc.RbacV1().RoleBindings(dp).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "admin"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "admin"},
+		Subjects: []rbacv1.Subject{mustSubject(t, user)}}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "bind another role: %v", err)
+	_, err = sc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "not-oce"}}, metav1.CreateOptions{})
+	require.ErrorContains(t, err, "only namespaces labelled app.kubernetes.io/managed-by=oce")
+	_, err = env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "someone-else"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	err = sc.CoreV1().Namespaces().Delete(ctx, "someone-else", metav1.DeleteOptions{})
+	require.ErrorContains(t, err, "only namespaces labelled app.kubernetes.io/managed-by=oce")
+	other, err := env.Client.CoreV1().Namespaces().Get(ctx, "someone-else", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Nil(t, other.DeletionTimestamp)
+	require.NoError(t, d.DeleteNamespace(ctx, state.Namespace{ID: "tenant-2"}), "its own namespaces it deletes")
+}
+
+func mustSubject(t *testing.T, user string) rbacv1.Subject {
+	t.Helper()
+	s, err := kubernetes.SubjectOf(user)
+	require.NoError(t, err)
+	return s
 }
 
 // impersonating writes a kubeconfig acting as user (the admin's client
@@ -250,7 +409,7 @@ func TestCoordinatorStartChecksPermissions(t *testing.T) {
 		cmd := exec.Command(bin, "--driver=kubernetes", "--data-dir="+t.TempDir(), "--raft-addr=127.0.0.1:0",
 			"--http-addr=127.0.0.1:0")
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "OCE_GATEWAY_IMAGE=localhost/oce/gateway:dev",
-			"OCE_HARNESS_IMAGE=localhost/oce/harness:dev", "OCE_CREDENTIAL_NAMESPACE="+ns)
+			"OCE_HARNESS_IMAGE=localhost/oce/harness:dev")
 		cmd.Stderr = log
 		require.NoError(t, cmd.Start())
 		return cmd, log

@@ -63,8 +63,8 @@ type Unpacked struct {
 	Digest      string // manifest digest
 }
 
-// Unpack applies the archive's layers (whiteouts honoured, ownership and
-// modes kept) into a root filesystem under CacheDir()/rootfs/<manifest
+// Unpack applies the archive's layers (whiteouts honoured, ownership,
+// modes and regular files' mtimes kept) into a root filesystem under CacheDir()/rootfs/<manifest
 // digest>, once: an existing complete one is reused. It must run as root.
 // Callers mount it read-only; nobody writes into it.
 func Unpack(archive string) (*Unpacked, error) {
@@ -316,6 +316,13 @@ func extract(tr *tar.Reader, dst string) error {
 		}
 		if err := os.Chmod(target, mode); err != nil {
 			return err
+		}
+		if h.Typeflag == tar.TypeReg {
+			// as containerd unpacks: the OpenClaw launcher keys its compile
+			// cache by package.json's mtime
+			if err := os.Chtimes(target, h.ModTime, h.ModTime); err != nil {
+				return err
+			}
 		}
 	}
 }

@@ -5,17 +5,22 @@
 #     loopback), iptables and conntrack for kube-proxy — installed with apt
 #     when missing (CI is a fresh Debian, as root);
 #   - containerd, ctr and containerd-shim-runc-v2 v2.4.2 (CGO off; the shim
-#     with tag no_grpc) and CoreDNS v1.15.0 (Services by name) from the Go
-#     module proxy, cached in ${XDG_CACHE_HOME:-$HOME/.cache}/oce/k8s-node-bin/<stamp>/,
-#     keyed by their versions and the Go version. When the stamp matches it
-#     does nothing.
+#     with tag no_grpc), CoreDNS v1.15.0 (Services by name) and the
+#     NetworkPolicy enforcer kube-network-policies v0.8.0 (sigs.k8s.io; its
+#     own cmd, unchanged) from the Go module proxy, cached in
+#     ${XDG_CACHE_HOME:-$HOME/.cache}/oce/k8s-node-bin/<stamp>/, keyed by
+#     their versions and the Go version. When the stamp matches it does
+#     nothing.
 # Prints the bin directory on stdout (last line); progress goes to stderr. A
-# cold build takes ~1 min (containerd) + ~1.5 min (CoreDNS) on 2 cores.
+# cold build takes ~1 min (containerd) + ~1.5 min (CoreDNS) + ~3.5 min CPU
+# (kube-network-policies) on 2 cores.
 set -euo pipefail
 
 CONTAINERD_VERSION=v2.4.2
 CONTAINERD_MODULE=github.com/containerd/containerd/v2
 COREDNS_VERSION=v1.15.0
+NETPOL_VERSION=v0.8.0
+NETPOL_MODULE=sigs.k8s.io/kube-network-policies
 
 GO="${GO:-go}"
 # runc, iptables, conntrack and ip live in sbin: look there too.
@@ -50,10 +55,10 @@ apt_install() {
 	fi
 }
 
-stamp="$(printf '%s\n%s\n%s\n' "$CONTAINERD_VERSION" "$COREDNS_VERSION" "$gover" | sha256sum | cut -c1-16)"
+stamp="$(printf '%s\n%s\n%s\n%s\n' "$CONTAINERD_VERSION" "$COREDNS_VERSION" "$NETPOL_VERSION" "$gover" | sha256sum | cut -c1-16)"
 root="${XDG_CACHE_HOME:-$HOME/.cache}/oce/k8s-node-bin"
 dest="$root/$stamp"
-bins=(containerd ctr containerd-shim-runc-v2 coredns)
+bins=(containerd ctr containerd-shim-runc-v2 coredns kube-network-policies)
 
 complete() {
 	[[ -f "$dest/STAMP" ]] || return 1
@@ -71,7 +76,7 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin"
 
 ld="-s -w -X $CONTAINERD_MODULE/version.Version=$CONTAINERD_VERSION -X $CONTAINERD_MODULE/version.Revision=oce"
-echo "k8s-testenv/node: building containerd $CONTAINERD_VERSION and CoreDNS $COREDNS_VERSION with $gover into $dest (cold: ~2.5 min)" >&2
+echo "k8s-testenv/node: building containerd $CONTAINERD_VERSION, CoreDNS $COREDNS_VERSION and kube-network-policies $NETPOL_VERSION with $gover into $dest (cold: ~4 min)" >&2
 start=$SECONDS
 export CGO_ENABLED=0 GOBIN="$tmp/bin" GOFLAGS=-mod=mod
 "$GO" install -trimpath -ldflags "$ld" \
@@ -81,9 +86,13 @@ export CGO_ENABLED=0 GOBIN="$tmp/bin" GOFLAGS=-mod=mod
 "$GO" install -trimpath -tags no_grpc -ldflags "$ld" "$CONTAINERD_MODULE/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION"
 echo "k8s-testenv/node: containerd built in $((SECONDS - start)) s; building CoreDNS $COREDNS_VERSION" >&2
 "$GO" install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
+echo "k8s-testenv/node: building kube-network-policies $NETPOL_VERSION" >&2
+# Its main package is the module's cmd/ directory: installed as "cmd".
+"$GO" install -trimpath -ldflags "-s -w" "$NETPOL_MODULE/cmd@$NETPOL_VERSION"
+mv "$tmp/bin/cmd" "$tmp/bin/kube-network-policies"
 
 for b in "${bins[@]}"; do [[ -x "$tmp/bin/$b" ]] || { echo "k8s-testenv/node: $b was not built" >&2; exit 1; }; done
-printf '%s\n%s\n%s\n' "$CONTAINERD_VERSION" "$COREDNS_VERSION" "$gover" >"$tmp/STAMP"
+printf '%s\n%s\n%s\n%s\n' "$CONTAINERD_VERSION" "$COREDNS_VERSION" "$NETPOL_VERSION" "$gover" >"$tmp/STAMP"
 rm -rf "$dest"
 mv "$tmp" "$dest"
 trap - EXIT
