@@ -193,10 +193,17 @@ func demoFile(t testing.TB, name string) string {
 	return filepath.Join(root, "scripts", "demo", name)
 }
 
-// writeSecret writes a secret the local driver resolves as local:<name>.
+// writeSecret writes a key to the dev secrets directory and registers it
+// (again) as credential source <name> of the default Namespace, which
+// Agents there reference as local:<name> or credential:<name>.
 func (e *env) writeSecret(t testing.TB, name, value string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(filepath.Join(e.devDir(), "secrets", name), []byte(value), 0o600))
+	verb := "register"
+	if _, code := e.occ(t, "credential", "get", name); code == 0 {
+		verb = "rotate"
+	}
+	e.mustOcc(t, "credential", verb, name, "--from-local", name)
 }
 
 // runPids lists the supervisor pids recorded for an Agent's revisions

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -29,10 +30,23 @@ const Team = "team"
 
 var teamOnce sync.Once
 
-// team creates the oce Namespace once.
+// team creates the oce Namespace once, with its credential source
+// ModelSecret holding the model keys (KeyGood, KeyBad, KeyUpfrontOnly),
+// created through occ from 0600 files: the Secret lives in the Namespace's
+// own Kubernetes namespace, nowhere else.
 func team(t testing.TB) {
 	t.Helper()
-	teamOnce.Do(func() { mustOcc(t, "namespace", "create", Team) })
+	teamOnce.Do(func() {
+		mustOcc(t, "namespace", "create", Team)
+		dir := t.TempDir()
+		args := []string{"-n", Team, "credential", "create", ModelSecret}
+		for k, v := range modelKeys() {
+			p := filepath.Join(dir, k)
+			require.NoError(t, os.WriteFile(p, []byte(v+"\n"), 0o600))
+			args = append(args, "--from-file", k+"="+p)
+		}
+		mustOcc(t, args...)
+	})
 }
 
 // occTeam runs occ in the team Namespace and requires exit 0.
@@ -49,8 +63,9 @@ func demoFile(t testing.TB, name string) string {
 	return filepath.Join(root, "scripts", "demo", name)
 }
 
-// authRef names a key of the model Secret (harnessAuth sourceRef).
-func authRef(key string) string { return "secret:" + ModelSecret + "#" + key }
+// authRef names a key of the team's model credential source (harnessAuth
+// sourceRef).
+func authRef(key string) string { return "credential:" + ModelSecret + "#" + key }
 
 func getAgent(t testing.TB, name string) wire.Agent {
 	t.Helper()
@@ -242,15 +257,6 @@ func readyPodOf(t testing.TB, agentID, role string) *corev1.Pod {
 	return &ready[0]
 }
 
-// unhealthy counts kubelet's readiness-probe failures of a Pod (its
-// "Unhealthy" Events).
-func unhealthy(t testing.TB, p *corev1.Pod) int32 {
-	t.Helper()
-	n, err := cluster.ReadinessFailures(context.Background(), p)
-	require.NoError(t, err)
-	return n
-}
-
 // logRecords parses a container's JSON log lines.
 func logRecords(lines []string) []map[string]any {
 	var out []map[string]any
@@ -324,6 +330,11 @@ func podMemory(t testing.TB, what string, p *corev1.Pod) (supervisor, runtime in
 	t.Logf("memory %s: %s", what, strings.Join(names, ", "))
 	memFigure(t, what+": supervisors", supervisor)
 	memFigure(t, what+": runtime", runtime)
+	// The cgroup's peak since the Pod started (its start included, page
+	// cache too): what the memory limit must leave room for.
+	if peak, err := cluster.PodMemoryPeak(p.UID); err == nil {
+		memFigure(t, what+": cgroup peak (RSS + page cache)", peak)
+	}
 	return supervisor, runtime
 }
 

@@ -63,6 +63,7 @@ func TestDedicatedCodex(t *testing.T) {
 	gw := readyPodOf(t, a.ID, kdriver.RoleGateway)
 	node := envOf(gw.Spec.Containers[0].Env)[contract.EnvWorkspaceNodeID]
 	require.NotEmpty(t, node, "the serving Gateway is pinned to the enrolled workspace node")
+	require.Len(t, gws, 1, "the Gateway started pinned to the provisioned node: no restart to pin it (issue 23)")
 	harnessDir := claimDir(t, a.ID, kdriver.RoleAgent)
 	id, err := ocproto.LoadIdentity(filepath.Join(harnessDir, contract.ClaimNodeState, "identity.json"))
 	require.NoError(t, err, "the node identity lives on the Harness claim")
@@ -74,6 +75,8 @@ func TestDedicatedCodex(t *testing.T) {
 	replied := time.Now()
 	podMemory(t, "dedicated Gateway Pod", readyPodOf(t, a.ID, kdriver.RoleGateway))
 	podMemory(t, "dedicated Harness Pod", readyPodOf(t, a.ID, kdriver.RoleAgent))
+	isolated(t, readyPodOf(t, a.ID, kdriver.RoleGateway), contract.GatewayPort, contract.StatusPort)
+	isolated(t, readyPodOf(t, a.ID, kdriver.RoleAgent), contract.AppServerPort, contract.StatusPort)
 	figure(t, "dedicated: deploy → Harness Pod Running", harness.Running.Sub(t0))
 	figure(t, "dedicated: deploy → Harness Pod Ready", harness.Ready.Sub(t0))
 	figure(t, "dedicated: deploy → first Gateway Pod Ready", gws[0].Ready.Sub(t0))

@@ -11,6 +11,7 @@ import (
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/occ"
 	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/contract"
 )
 
 // TestEmbeddedOpenClaw runs one embedded OpenClaw Agent through its life on
@@ -59,6 +60,10 @@ func TestEmbeddedOpenClaw(t *testing.T) {
 		"the fake provider's reply, through the real gateway in its Pod")
 	replied := time.Now()
 	podMemory(t, "embedded Gateway Pod", readyPodOf(t, a.ID, kdriver.RoleGateway))
+	// Network isolation, enforced: no Pod of another namespace reaches the
+	// Gateway's port or its status port, while the coordinator's relay
+	// (the reply above) reaches the status port.
+	isolated(t, readyPodOf(t, a.ID, kdriver.RoleGateway), contract.GatewayPort, contract.StatusPort)
 	figure(t, "embedded: deploy → Gateway Pod created", first.Created.Sub(t0))
 	figure(t, "embedded: deploy → Pod Running", first.Running.Sub(t0))
 	figure(t, "embedded: deploy → Pod Ready (kubelet probe)", first.Ready.Sub(t0))
@@ -102,48 +107,40 @@ func TestEmbeddedOpenClaw(t *testing.T) {
 	require.Contains(t, send(t, "emb", "still there?"), FakeReply, "the serving revision keeps answering")
 	require.Equal(t, servingPod.UID, readyPodOf(t, a.ID, kdriver.RoleGateway).UID, "the serving Pod never stopped")
 
-	// A key only a real model turn refuses passes that check; on Kubernetes
-	// the embedded replacement probes at its start after the Recreate cutover
-	// (docs/OPERATIONS.md, issue 14), so its gateway holds
-	// AUTHENTICATION_FAILED, visible through occ within seconds.
+	// A key only a real model turn refuses passes that check; the staged
+	// replacement's model probe runs before the cutover in a probe Pod
+	// (issue 23), which holds AUTHENTICATION_FAILED: the candidate is never
+	// cut over and the serving Pod keeps answering.
 	_, before401 := providerRequests(t)
 	occTeam(t, "agent", "update", "emb", "--auth-method", "api_key", "--auth-ref", authRef(KeyUpfrontOnly))
 	out, code = runOcc(ctx, "-n", Team, "agent", "deploy", "emb", "--wait", "--timeout", "5m")
 	failedAt := time.Now()
 	require.Equal(t, occ.ExitFailed, code, out)
 	require.Contains(t, out, string(codes.AuthenticationFailed), out)
-	a = agentIn(t, "emb", wire.AgentDegraded)
-	rev3 := a.ActiveRevisionID
-	require.NotEmpty(t, rev3)
-	require.NotEqual(t, rev2, rev3, "the candidate was cut over (Recreate) before its probe")
-	require.Equal(t, string(codes.AuthenticationFailed), a.Status.HeldCode)
-	held := pods.of(kdriver.RoleGateway, rev3)
-	require.Len(t, held, 1)
-	require.False(t, held[0].Running.IsZero())
-	figure(t, "embedded: held AUTHENTICATION_FAILED (Pod Running → occ shows it)", failedAt.Sub(held[0].Running))
+	rev3 := latestRevision(t, "emb").ID
+	require.NotEqual(t, rev2, rev3)
+	a = servingAgent(t, "emb")
+	require.Equal(t, rev2, a.ActiveRevisionID, "never cut over")
+	require.Empty(t, pods.of(kdriver.RoleGateway, rev3), "no Gateway Pod of the refused candidate")
+	probe := pods.of(kdriver.RoleProbe, rev3)
+	require.Len(t, probe, 1, "the candidate's probe Pod: %v", summary(pods.snapshot()))
+	require.Equal(t, dp, probe[0].Namespace)
+	require.False(t, probe[0].Running.IsZero())
+	figure(t, "embedded: held AUTHENTICATION_FAILED before cutover (probe Pod Running → occ shows it)", failedAt.Sub(probe[0].Running))
 	_, after401 := providerRequests(t)
-	require.Greater(t, after401, before401, "the runtime's own model probe met the refusing provider")
-
-	// Kubelet never restarts the held container, and the model is asked
-	// nothing more, while readiness keeps failing.
-	hp := held[0].Last
-	require.Eventually(t, func() bool { return unhealthy(t, hp) >= 10 }, 3*time.Minute, time.Second,
-		"kubelet keeps probing the held gateway")
-	live := livePods(t, a.ID, kdriver.RoleGateway)
-	require.Len(t, live, 1)
-	cur := live[0]
-	require.Equal(t, hp.UID, cur.UID, "the same Pod")
-	st := cur.Status.ContainerStatuses[0]
-	require.Zero(t, st.RestartCount, "kubelet never restarted the held container")
-	require.NotNil(t, st.Started)
-	require.True(t, *st.Started, "the startup probe passed for the held supervisor")
-	require.False(t, st.Ready)
+	require.Greater(t, after401, before401, "the probe met the refusing provider")
+	require.Contains(t, send(t, "emb", "still serving?"), FakeReply, "the serving revision keeps answering")
+	require.Equal(t, servingPod.UID, readyPodOf(t, a.ID, kdriver.RoleGateway).UID, "the serving Pod never stopped")
+	pods.wait(ctx, t, "the failed candidate's probe Pod gone", func([]podTimes) bool {
+		p := pods.of(kdriver.RoleProbe, rev3)
+		return len(p) == 1 && !p[0].Gone.IsZero()
+	})
 	_, still401 := providerRequests(t)
 	require.Equal(t, after401, still401, "no further model request with the bad key")
-	require.Equal(t, string(codes.AuthenticationFailed), getAgent(t, "emb").Status.HeldCode, "still held")
 
-	// Stop: SIGTERM reaches gatewayd (holding its failure), which exits 0
-	// within its budget; every object of the Agent is gone but its claim.
+	// Stop: SIGTERM reaches gatewayd, which exits 0 within its budget;
+	// every object of the Agent is gone but its claim.
+	cur := readyPodOf(t, a.ID, kdriver.RoleGateway)
 	lines, err := cluster.LogLines(ctx, dp, cur.Name, "gateway")
 	require.NoError(t, err)
 	stopAt := time.Now()
@@ -160,12 +157,16 @@ func TestEmbeddedOpenClaw(t *testing.T) {
 	stopMs := stopped["stop_ms"].(float64)
 	require.Less(t, stopMs, float64(kdriver.GatewayTerminationGraceSeconds*1000), "within the stop budget")
 	pods.wait(ctx, t, "the Gateway Pod gone", func([]podTimes) bool {
-		p := pods.of(kdriver.RoleGateway, rev3)
+		p := pods.of(kdriver.RoleGateway, rev2)
 		return len(p) == 1 && !p[0].Gone.IsZero()
 	})
-	figure(t, "embedded: stop a held gateway → Pod gone", pods.of(kdriver.RoleGateway, rev3)[0].Gone.Sub(stopAt))
-	require.Eventually(t, func() bool { return getAgent(t, "emb").Status.State == wire.AgentStopped },
-		2*time.Minute, 500*time.Millisecond)
+	figure(t, "embedded: stop a serving gateway → Pod gone", pods.of(kdriver.RoleGateway, rev2)[0].Gone.Sub(stopAt))
+	// no active revision, and the Agent's latest deploy (the refused key's) failed
+	var last wire.Agent
+	require.Eventually(t, func() bool {
+		last = getAgent(t, "emb")
+		return last.ActiveRevisionID == "" && last.Status.State == wire.AgentFailed
+	}, 2*time.Minute, 500*time.Millisecond, "the stopped Agent: %+v", &last)
 	objs := agentObjects(t, a.ID)
 	require.Len(t, objs["persistentvolumeclaims"], 1, "stop keeps the gateway claim (docs/design/seed-000.md): %v", objs)
 	require.Empty(t, objs["pods"])

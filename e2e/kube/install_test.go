@@ -41,10 +41,10 @@ const (
 	FakeReply = "KUBE-E2E-FAKE-REPLY"
 	// FakeproviderImage is the FROM-scratch image of cmd/fakeprovider.
 	FakeproviderImage = "oce.local/e2e/fakeprovider:1"
-	// ModelSecret holds the model keys in the credential namespace:
-	// KeyGood (the fake accepts it), KeyBad (it answers 401) and
-	// KeyUpfrontOnly (the upfront check's empty request passes, every model
-	// turn is refused 401).
+	// ModelSecret is the team's credential source holding the model keys
+	// (created through occ, agents_test.go): KeyGood (the fake accepts it),
+	// KeyBad (it answers 401) and KeyUpfrontOnly (the upfront check's empty
+	// request passes, every model turn is refused 401).
 	ModelSecret    = "model-keys"
 	KeyGood        = "good"
 	KeyBad         = "bad"
@@ -181,7 +181,8 @@ func tlsHosts() []string {
 }
 
 // secrets creates the bundle's namespace with the token and TLS Secrets
-// (install step 3) and the model keys the Agents' harnessAuth names.
+// (install step 3). The model keys are a credential source of the team
+// Namespace, created through occ (agents_test.go).
 func (in *install) secrets(ctx context.Context, c *k8stest.Cluster) error {
 	caCert, caKey, err := certs.NewCA("oce e2e cluster CA", time.Now())
 	if err != nil {
@@ -200,16 +201,20 @@ func (in *install) secrets(ctx context.Context, c *k8stest.Cluster) error {
 		return err
 	}
 	for _, s := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Name: "oce-coordinator-token"}, Data: map[string][]byte{"token": []byte(in.token)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "oce-coordinator-tls"}, Data: map[string][]byte{"ca.crt": caCert, "tls.crt": cert, "tls.key": key}},
-		{ObjectMeta: metav1.ObjectMeta{Name: ModelSecret}, Data: map[string][]byte{KeyGood: []byte(in.goodKey), KeyBad: []byte("sk-e2e-not-accepted"),
-			KeyUpfrontOnly: []byte(fakeprovider.UpfrontOnlyKeyPrefix + "kube-e2e")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "oce-coordinator-token", Namespace: SystemNS}, Data: map[string][]byte{"token": []byte(in.token)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "oce-coordinator-tls", Namespace: SystemNS}, Data: map[string][]byte{"ca.crt": caCert, "tls.crt": cert, "tls.key": key}},
 	} {
-		if _, err := cs.Secrets(SystemNS).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		if _, err := cs.Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("kube: secret %s: %w", s.Name, err)
 		}
 	}
 	return nil
+}
+
+// modelKeys are the values of the team's credential source ModelSecret.
+func modelKeys() map[string]string {
+	return map[string]string{KeyGood: oce.goodKey, KeyBad: "sk-e2e-not-accepted",
+		KeyUpfrontOnly: fakeprovider.UpfrontOnlyKeyPrefix + "kube-e2e"}
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -259,7 +264,9 @@ func (in *install) fakeProvider(ctx context.Context, c *k8stest.Cluster) error {
 
 // overlay is the kustomization the tests apply: the bundle, its
 // coordinator image set to the one built, and the driver configuration
-// (images, the fake provider's Service as the model endpoint). The
+// (images, the fake provider's Service as the model endpoint, the model
+// egress allowed to it — the Pod network on its port — and the credential
+// namespace of the model keys). The
 // activation order is the bundle's default (before-cutover): the tests
 // exercise the installation operators get; a key only a model turn refuses
 // is what reaches a held Pod.
@@ -292,7 +299,9 @@ patches:
         OCE_HARNESS_IMAGE: %q
         OCE_MODEL_PROVIDER_BASE_URL_OPENAI: %q
         OCE_MODEL_PROVIDER_BASE_URL_ANTHROPIC: %q
-`, base, name, tag, SystemNS, in.images[imagestest.Gateway].Ref, in.images[imagestest.Harness].Ref, ProviderURL, ProviderURL)
+        OCE_MODEL_EGRESS: %q
+`, base, name, tag, SystemNS, in.images[imagestest.Gateway].Ref, in.images[imagestest.Harness].Ref, ProviderURL, ProviderURL,
+		k8stest.PodSubnet+":8080")
 	return in.dir, os.WriteFile(filepath.Join(in.dir, "kustomization.yaml"), []byte(k), 0o600)
 }
 

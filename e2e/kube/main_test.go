@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"oce.dev/oce/shared/netns"
+
 	"oce.dev/oce/coordinator/compute/kubernetes/k8stest"
 	"oce.dev/oce/images/imagestest"
 )
@@ -29,7 +31,11 @@ var (
 	oce     *install
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+// TestMain runs the suite in a PID namespace of its own (host network): no
+// kubelet, containerd, shim, container or coordinator outlives the binary.
+func TestMain(m *testing.M) {
+	netns.Main(netns.RunnerFunc(func() int { return run(m) }), netns.Options{HostNetwork: true})
+}
 
 // run builds the images (before anything else: the build may install
 // Debian packages), starts the cluster, installs oce, runs the tests and
