@@ -43,11 +43,32 @@ const (
 	envModelEgress      = "OCE_MODEL_EGRESS"
 	envIngressNamespace = "OCE_INGRESS_NAMESPACE_SELECTOR"
 	envIngressPods      = "OCE_INGRESS_POD_SELECTOR"
+	// The client's own rate limit toward the API server (requests/s and
+	// burst); see DefaultKubeQPS.
+	envKubeQPS   = "OCE_KUBE_QPS"
+	envKubeBurst = "OCE_KUBE_BURST"
+)
+
+// The client's rate limit, set on purpose (client-go's default, 5/s with a
+// burst of 10, starved deploys at a few dozen Agents: issue 27). Since the
+// observation cache an Agent at rest costs no request (embedded) or one
+// (dedicated: its enrollment Secret), so the budget is for deploys: an
+// activation spends about 41 requests embedded, 84 dedicated
+// (BenchmarkActivationRequests, docs/PERFORMANCE.md), so 50/s finishes
+// about one embedded activation a second
+// while leaving the API server the headroom kube-controller-manager's own
+// defaults (20-50/s) assume of a controller.
+const (
+	DefaultKubeQPS   = 50
+	DefaultKubeBurst = 100
+	maxKubeQPS       = 10000
+	maxKubeBurst     = 100000
 )
 
 // DriverEnv lists every variable the kubernetes driver reads.
 var DriverEnv = []string{envGatewayImage, envHarnessImage, envStorageClass, envCredentialNamespace, envNodeSelector, envGatewayNodeSelector,
-	envProviderOpenAI, envProviderAnthropic, envCoordinatorPods, envModelEgress, envIngressNamespace, envIngressPods}
+	envProviderOpenAI, envProviderAnthropic, envCoordinatorPods, envModelEgress, envIngressNamespace, envIngressPods,
+	envKubeQPS, envKubeBurst}
 
 // permissionCheckTimeout bounds the start-time access reviews.
 const permissionCheckTimeout = 30 * time.Second
@@ -64,6 +85,9 @@ func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: kubernetes driver: no in-cluster config and no kubeconfig: %w", err)
 		}
+	}
+	if rc.QPS, rc.Burst, err = kubeRateFromEnv(os.Getenv); err != nil {
+		return nil, err
 	}
 	client, err := k8s.NewForConfig(rc)
 	if err != nil {
@@ -89,6 +113,7 @@ func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 	kcfg.Credentials = kubernetes.NamespaceSecrets(client)
 	kcfg.LegacyCredentialNamespace = ns
 	kcfg.ProbeBeforeCutover = probeBeforeCutover(cfg)
+	kcfg.ObserveCache = true
 	if cfg.Log != nil {
 		kcfg.Logger = cfg.Log.With("component", "compute")
 	}
@@ -140,6 +165,30 @@ func kubernetesConfigFromEnv(getenv func(string) string) (kubernetes.Config, err
 		return cfg, fmt.Errorf("%w: %s needs %s", ErrDriverConfig, envIngressPods, envIngressNamespace)
 	}
 	return cfg, nil
+}
+
+// kubeRateFromEnv reads the client's rate limit: OCE_KUBE_QPS (requests/s,
+// default DefaultKubeQPS) and OCE_KUBE_BURST (default DefaultKubeBurst).
+func kubeRateFromEnv(getenv func(string) string) (qps float32, burst int, err error) {
+	qps, burst = DefaultKubeQPS, DefaultKubeBurst
+	if v := strings.TrimSpace(getenv(envKubeQPS)); v != "" {
+		f, perr := strconv.ParseFloat(v, 32)
+		if perr != nil || !(f > 0 && f <= maxKubeQPS) {
+			return 0, 0, fmt.Errorf("%w: %s=%q is not a rate in (0, %d] requests/s", ErrDriverConfig, envKubeQPS, v, maxKubeQPS)
+		}
+		qps = float32(f)
+	}
+	if v := strings.TrimSpace(getenv(envKubeBurst)); v != "" {
+		n, perr := strconv.Atoi(v)
+		if perr != nil || n < 1 || n > maxKubeBurst {
+			return 0, 0, fmt.Errorf("%w: %s=%q is not a burst in [1, %d]", ErrDriverConfig, envKubeBurst, v, maxKubeBurst)
+		}
+		burst = n
+	}
+	if float32(burst) < qps {
+		burst = int(qps + 0.5) // a burst below the rate would throttle the rate itself
+	}
+	return qps, burst, nil
 }
 
 // parseEgress reads "CIDR:port,…" (an IPv4 or IPv6 block, a TCP port).

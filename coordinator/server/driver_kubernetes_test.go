@@ -78,6 +78,42 @@ func TestKubernetesConfigFromEnv(t *testing.T) {
 	require.ErrorContains(t, err, envIngressNamespace, "Pod labels need the namespace's")
 }
 
+// The client's rate limit: defaults on purpose, settable, bad values
+// refused with the variable named.
+func TestKubeRateFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		env        map[string]string
+		qps        float32
+		burst      int
+		wantErrVar string
+	}{
+		{name: "defaults", qps: DefaultKubeQPS, burst: DefaultKubeBurst},
+		{name: "set", env: map[string]string{envKubeQPS: "200", envKubeBurst: "400"}, qps: 200, burst: 400},
+		{name: "fraction", env: map[string]string{envKubeQPS: "2.5"}, qps: 2.5, burst: DefaultKubeBurst},
+		{name: "burst raised to the rate", env: map[string]string{envKubeQPS: "300", envKubeBurst: "10"}, qps: 300, burst: 300},
+		{name: "zero rate", env: map[string]string{envKubeQPS: "0"}, wantErrVar: envKubeQPS},
+		{name: "negative rate", env: map[string]string{envKubeQPS: "-1"}, wantErrVar: envKubeQPS},
+		{name: "NaN", env: map[string]string{envKubeQPS: "NaN"}, wantErrVar: envKubeQPS},
+		{name: "huge rate", env: map[string]string{envKubeQPS: "1e9"}, wantErrVar: envKubeQPS},
+		{name: "word burst", env: map[string]string{envKubeBurst: "many"}, wantErrVar: envKubeBurst},
+		{name: "zero burst", env: map[string]string{envKubeBurst: "0"}, wantErrVar: envKubeBurst},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			qps, burst, err := kubeRateFromEnv(func(k string) string { return tc.env[k] })
+			if tc.wantErrVar != "" {
+				require.ErrorIs(t, err, ErrDriverConfig)
+				require.ErrorContains(t, err, tc.wantErrVar)
+				require.Equal(t, CodeNotConfigured, StartCode(err))
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.qps, qps)
+			require.Equal(t, tc.burst, burst)
+		})
+	}
+}
+
 // A wrong image variable stops the start before anything is contacted, with
 // the NOT_CONFIGURED code and the variable named.
 func TestKubernetesDriverRefusesWrongImageVariable(t *testing.T) {

@@ -152,6 +152,11 @@ type Config struct {
 	// ProbeBeforeCutover runs a staged embedded replacement's model probe
 	// in a probe Pod while the predecessor serves (probepod.go).
 	ProbeBeforeCutover bool
+	// ObserveCache answers at-rest observations from watch-fed caches of
+	// each managed namespace's oce Pods and Deployments (cache.go) instead
+	// of two API requests per Agent per pass. The coordinator turns it on;
+	// unit tests over a fake clientset leave it off unless they test it.
+	ObserveCache bool
 	// Now is the clock setup-code expiry is judged by; nil uses time.Now.
 	Now func() time.Time
 	// Logger receives JSON logs; nil discards.
@@ -189,6 +194,9 @@ type Driver struct {
 	stopped  map[string]bool   // revisions this process stopped (CameBack detection)
 	prepared map[string]int    // revision → preparation level reached (cheap re-checks)
 	nsReady  map[string]string // Namespaces ensured by this process → the quota they got
+
+	cacheMu sync.Mutex
+	caches  map[string]*nsCache // physical namespace → its watch-fed caches (cache.go)
 }
 
 var _ compute.Driver = (*Driver)(nil)
@@ -248,7 +256,8 @@ func New(cfg Config, client kubernetes.Interface) (*Driver, error) {
 		now = time.Now
 	}
 	return &Driver{cfg: cfg, c: client, log: log.With("driver", cfg.Name), status: status, now: now,
-		stopped: map[string]bool{}, prepared: map[string]int{}, nsReady: map[string]string{}}, nil
+		stopped: map[string]bool{}, prepared: map[string]int{}, nsReady: map[string]string{},
+		caches: map[string]*nsCache{}}, nil
 }
 
 // Capabilities implements compute.Driver: embedded OpenClaw and dedicated

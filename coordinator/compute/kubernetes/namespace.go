@@ -184,8 +184,10 @@ func (d *Driver) setNSReady(id, fingerprint string) {
 
 func (d *Driver) forgetNS(id string) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	delete(d.nsReady, id)
+	d.mu.Unlock()
+	d.dropCache(physicalNamespace(id, false))
+	d.dropCache(physicalNamespace(id, true))
 }
 
 func (d *Driver) nsIsReady(id, fingerprint string) bool {

@@ -38,6 +38,12 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 }
 
 func (d *Driver) revisionReadiness(ctx context.Context, p *plan) (Readiness, error) {
+	if ep, ok := d.readyFromCache(p); ok {
+		if p.topo != contract.DedicatedCodex {
+			return Readiness{Ready: true, Reason: ReasonReady, Pod: ep.Pod}, nil
+		}
+		return d.nodeReadiness(ctx, p, ep)
+	}
 	if p.topo == contract.DedicatedCodex {
 		hr, err := d.podReadiness(ctx, p.dp, p.harnessWantLabels())
 		if err != nil || !hr.Ready {

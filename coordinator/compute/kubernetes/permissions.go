@@ -82,16 +82,16 @@ var ClusterPermissions = sorted([]Permission{
 // TestPermissionsAreExactlyWhatTheDriverCalls keeps both lists equal to what
 // a recording client sees the driver do.
 var NamespacePermissions = expand(map[string][]string{
-	"pods":                              {"get", "list", "create", "delete"}, // create, delete: the probe Pod before cutover
-	"events":                            {"list"},                            // kubelet's readiness Events carry a held startup failure
+	"pods":                              {"get", "list", "watch", "create", "delete"}, // create, delete: the probe Pod before cutover; watch: the observation cache
+	"events":                            {"list"},                                     // kubelet's readiness Events carry a held startup failure
 	"secrets":                           {"get", "list", "create", "update", "delete"},
 	"services":                          {"get", "list", "create", "update", "delete"},
 	"configmaps":                        {"get", "list", "create", "delete"},
 	"serviceaccounts":                   {"get", "list", "create", "delete"},
 	"persistentvolumeclaims":            {"get", "list", "create", "delete"},
-	"resourcequotas":                    {"get", "create", "update", "delete"}, // the oce Namespace's quota
-	"limitranges":                       {"get", "create", "delete"},           // constant: never updated
-	"apps/deployments":                  {"get", "list", "create", "update", "delete"},
+	"resourcequotas":                    {"get", "create", "update", "delete"},                  // the oce Namespace's quota
+	"limitranges":                       {"get", "create", "delete"},                            // constant: never updated
+	"apps/deployments":                  {"get", "list", "watch", "create", "update", "delete"}, // watch: the observation cache
 	"networking.k8s.io/networkpolicies": {"get", "list", "create", "delete"},
 })
 

@@ -14,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 
 	"oce.dev/oce/coordinator/compute"
@@ -81,6 +82,22 @@ func (r *recorder) react(a k8stesting.Action) (bool, runtime.Object, error) {
 	return false, nil, nil
 }
 
+// reactWatch records the watches of the driver's caches; the test itself
+// never watches, so they are recorded even while paused.
+func (r *recorder) reactWatch(a k8stesting.Action) (bool, watch.Interface, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gvr := a.GetResource()
+	p := Permission{Verb: "watch", Group: gvr.Group, Resource: gvr.Resource}
+	if a.GetNamespace() == "" {
+		r.cluster[p] = true
+	} else {
+		r.namespaces[a.GetNamespace()] = true
+		r.namespaced[p] = true
+	}
+	return false, nil, nil
+}
+
 func recorded(m map[Permission]bool) []Permission {
 	out := make([]Permission, 0, len(m))
 	for p := range m {
@@ -105,6 +122,8 @@ func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
 	d, cs, st := newFakeStatus(t)
 	d.cfg.Subject = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "oce-system", Name: "oce-coordinator"}
 	d.cfg.ProbeBeforeCutover = true // the default activation order: a staged replacement's probe Pod
+	d.cfg.ObserveCache = true       // as the coordinator runs it: watches of Pods and Deployments
+	t.Cleanup(d.Close)
 	ctx := context.Background()
 	_, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: NamespaceRole},
 		Rules: NamespaceRoleRules()}, metav1.CreateOptions{})
@@ -115,6 +134,7 @@ func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
 		return true, r, nil
 	})
 	cs.PrependReactor("*", "*", rec.react)
+	cs.PrependWatchReactor("*", rec.reactWatch)
 
 	// the start-time check, then embedded: create, activate, replace,
 	// stop, retire — in a Namespace with a quota that changes and goes
@@ -202,6 +222,13 @@ func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
 	require.NoError(t, d.DeleteNamespace(ctx, state.Namespace{ID: "ns1"}))
 	require.NoError(t, d.DeleteNamespace(ctx, state.Namespace{ID: "ns2"}))
 
+	// the caches' watches start asynchronously, after their first list
+	require.Eventually(t, func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.namespaced[Permission{Verb: "watch", Resource: "pods"}] &&
+			rec.namespaced[Permission{Verb: "watch", Group: "apps", Resource: "deployments"}]
+	}, 10*time.Second, 10*time.Millisecond, "the observation caches watch Pods and Deployments")
 	require.Equal(t, ClusterPermissions, recorded(rec.cluster), "cluster-wide")
 	require.Equal(t, NamespacePermissions, recorded(rec.namespaced), "inside managed namespaces")
 	managed := map[string]bool{}

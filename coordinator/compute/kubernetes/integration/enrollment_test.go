@@ -12,9 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
-	"oce.dev/oce/coordinator/compute/kubernetes/k8stest"
 	"oce.dev/oce/coordinator/state"
-	"oce.dev/oce/shared/contract"
 )
 
 // fakeGateway stands in for the dedicated Gateways' status routes (kwok
@@ -68,11 +66,7 @@ func (f *fakeGateway) minted(ns, svc string) int {
 
 func newDriverWith(t testing.TB, cs kubernetes.Interface, st kdriver.GatewayStatus) *kdriver.Driver {
 	t.Helper()
-	d, err := kdriver.New(kdriver.Config{GatewayImage: gatewayImage, HarnessImage: harnessImage,
-		StorageClass: k8stest.StorageClassName, PollInterval: 20 * time.Millisecond, GatewayStatus: st,
-		Credentials: kdriver.CredentialsFunc(func(_ context.Context, rev state.Revision) (map[string][]byte, error) {
-			return map[string][]byte{contract.SecretOpenAIAPIKey: []byte(modelSecret)}, nil
-		})}, cs)
+	d, err := kdriver.New(driverConfig(st), cs)
 	require.NoError(t, err)
 	return d
 }

@@ -110,17 +110,22 @@ const (
 
 func newDriver(t testing.TB, cs kubernetes.Interface) *kdriver.Driver {
 	t.Helper()
-	d, err := kdriver.New(kdriver.Config{GatewayImage: gatewayImage, HarnessImage: harnessImage,
-		StorageClass: k8stest.StorageClassName, PollInterval: 20 * time.Millisecond,
-		GatewayStatus: newFakeGateway(true), // kwok runs no Gateway: its node enrolls on the first code
+	// kwok runs no Gateway: its node enrolls on the first code
+	d, err := kdriver.New(driverConfig(newFakeGateway(true)), cs)
+	require.NoError(t, err)
+	return d
+}
+
+// driverConfig is the suite's driver configuration over st.
+func driverConfig(st kdriver.GatewayStatus) kdriver.Config {
+	return kdriver.Config{GatewayImage: gatewayImage, HarnessImage: harnessImage,
+		StorageClass: k8stest.StorageClassName, PollInterval: 20 * time.Millisecond, GatewayStatus: st,
 		Credentials: kdriver.CredentialsFunc(func(_ context.Context, rev state.Revision) (map[string][]byte, error) {
 			if rev.Mode == state.ModeEmbedded {
 				return map[string][]byte{contract.SecretModelAPIKey: []byte(modelSecret)}, nil
 			}
 			return map[string][]byte{contract.SecretOpenAIAPIKey: []byte(modelSecret)}, nil
-		})}, cs)
-	require.NoError(t, err)
-	return d
+		})}
 }
 
 func revision(nsID, agentID, revID, mode string) state.Revision {

@@ -1,0 +1,122 @@
+package kubernetes
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"oce.dev/oce/coordinator/state"
+)
+
+// The observation cache answers an at-rest Agent without a request, yields
+// every other verdict to the API server, and stops being trusted after a
+// watch error; off, every observation reads through the API server.
+func TestObserveCache(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		cache         bool
+		wantAtRestReq bool
+	}{
+		{name: "cache on: at rest without requests", cache: true},
+		{name: "cache off: requests every pass", cache: false, wantAtRestReq: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			d, cs, _ := newFakeStatus(t)
+			d.cfg.ObserveCache = tc.cache
+			t.Cleanup(d.Close)
+			var reads atomic.Int64
+			cs.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if v := a.GetVerb(); v == "get" || v == "list" {
+					reads.Add(1)
+				}
+				return false, nil, nil
+			})
+			r1 := embeddedRev("r1")
+			require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: r1.NamespaceID}))
+			require.NoError(t, d.PrepareRevision(ctx, r1))
+			p, err := d.planFor(r1)
+			require.NoError(t, err)
+			addPod(t, cs, p.gw, "gateway-r1", p.gatewayPodLabels(), true)
+			require.NoError(t, d.ActivateRevision(ctx, r1))
+			obs, err := d.ObserveRevision(ctx, r1)
+			require.NoError(t, err)
+			require.True(t, obs.Ready, obs.Reason)
+			if tc.cache {
+				require.True(t, d.WaitForCaches(ctx))
+				// the cache holds what the API server does once its
+				// watch delivered the Pod and the Deployment
+				require.Eventually(t, func() bool { _, ok := d.readyFromCache(p); return ok }, 5*time.Second, 5*time.Millisecond)
+			}
+
+			before := reads.Load()
+			for range 10 {
+				obs, err := d.ObserveRevision(ctx, r1)
+				require.NoError(t, err)
+				require.True(t, obs.Ready, obs.Reason)
+			}
+			require.Equal(t, tc.wantAtRestReq, reads.Load() > before, "API reads for 10 at-rest observations: %d", reads.Load()-before)
+			if !tc.cache {
+				return
+			}
+
+			// not ready: the cache yields, the API server answers
+			pod, err := cs.CoreV1().Pods(p.gw).Get(ctx, "gateway-r1", metav1.GetOptions{})
+			require.NoError(t, err)
+			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+			_, err = cs.CoreV1().Pods(p.gw).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				obs, err := d.ObserveRevision(ctx, r1)
+				return err == nil && !obs.Ready && obs.Reason == ReasonPodNotReady
+			}, 5*time.Second, 5*time.Millisecond)
+			before = reads.Load()
+			_, err = d.ObserveRevision(ctx, r1)
+			require.NoError(t, err)
+			require.Greater(t, reads.Load(), before, "a not-ready verdict is the API server's")
+
+			// Ready again; then a watch error: distrusted for CacheDistrust
+			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+			_, err = cs.CoreV1().Pods(p.gw).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { _, ok := d.readyFromCache(p); return ok }, 5*time.Second, 5*time.Millisecond)
+			c := d.cacheFor(p.gw)
+			c.mu.Lock()
+			c.watchErr = d.now()
+			c.mu.Unlock()
+			before = reads.Load()
+			obs, err = d.ObserveRevision(ctx, r1)
+			require.NoError(t, err)
+			require.True(t, obs.Ready, obs.Reason)
+			require.Greater(t, reads.Load(), before, "after a watch error the API server answers")
+			c.mu.Lock()
+			c.watchErr = d.now().Add(-CacheDistrust - time.Second)
+			c.mu.Unlock()
+			before = reads.Load()
+			_, err = d.ObserveRevision(ctx, r1)
+			require.NoError(t, err)
+			require.Equal(t, before, reads.Load(), "trusted again once the distrust window passed")
+
+			// a successor revision is never confirmed by its predecessor's
+			// cached Pod
+			r2 := embeddedRev("r2")
+			p2, err := d.planFor(r2)
+			require.NoError(t, err)
+			_, ok := d.readyFromCache(p2)
+			require.False(t, ok, "the cache confirms only the revision its Deployment runs")
+
+			// deleting the Namespace stops its caches
+			d.forgetNS(r1.NamespaceID)
+			d.cacheMu.Lock()
+			require.Empty(t, d.caches)
+			d.cacheMu.Unlock()
+		})
+	}
+}

@@ -1,0 +1,130 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
+	"oce.dev/oce/coordinator/server"
+	"oce.dev/oce/coordinator/state"
+)
+
+// activeAgents deploys n embedded Agents across namespaces Namespaces
+// (kwok makes their Pods Ready) through a preparing driver and returns
+// their active revisions.
+func activeAgents(t testing.TB, n, namespaces int) []state.Revision {
+	t.Helper()
+	ctx := context.Background()
+	prep := newDriver(t, env.Client)
+	var nss []string
+	for range namespaces {
+		id := uid("ns-rest")
+		require.NoError(t, prep.EnsureNamespace(ctx, state.Namespace{ID: id}))
+		nss = append(nss, id)
+	}
+	revs := make([]state.Revision, n)
+	for i := range revs {
+		revs[i] = revision(nss[i%namespaces], uid("a"), uid("r"), state.ModeEmbedded)
+		require.NoError(t, prep.PrepareRevision(ctx, revs[i]))
+	}
+	for _, rev := range revs {
+		prepareUntilReady(t, prep, rev)
+		require.NoError(t, prep.ActivateRevision(ctx, rev))
+	}
+	return revs
+}
+
+// observingDriver observes through a client that records its requests,
+// rate-limited as production's coordinator is (server.DefaultKubeQPS and
+// DefaultKubeBurst, not the suite's 500/s), with or without the cache.
+func observingDriver(t testing.TB, cache bool) (*kdriver.Driver, *recorder) {
+	t.Helper()
+	r := &recorder{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = server.DefaultKubeQPS, server.DefaultKubeBurst
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { r.rt = rt; return r })
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	c := driverConfig(newFakeGateway(true))
+	c.ObserveCache = cache
+	d, err := kdriver.New(c, cs)
+	require.NoError(t, err)
+	t.Cleanup(d.Close)
+	return d, r
+}
+
+// pass observes every revision once, as one health-watcher pass does, and
+// requires each ready.
+func pass(t testing.TB, d *kdriver.Driver, revs []state.Revision) {
+	t.Helper()
+	for _, rev := range revs {
+		obs, err := d.ObserveRevision(context.Background(), rev)
+		require.NoError(t, err)
+		require.True(t, obs.Ready, "%s: %s", rev.ID, obs.Reason)
+	}
+}
+
+// TestObserveAtRestFromCaches: against the real API server, Agents at rest
+// are observed Ready without a request once the caches synced — and
+// without them, with two requests per Agent per pass.
+func TestObserveAtRestFromCaches(t *testing.T) {
+	revs := activeAgents(t, 6, 2)
+	off, offReq := observingDriver(t, false)
+	on, onReq := observingDriver(t, true)
+	pass(t, off, revs)
+	pass(t, on, revs) // starts the caches of both namespaces
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.True(t, on.WaitForCaches(ctx))
+	// a cache is current once its watch delivered what the list began:
+	// wait for the one pass that needs no request
+	require.Eventually(t, func() bool {
+		onReq.reset()
+		pass(t, on, revs)
+		return onReq.count() == 0
+	}, 10*time.Second, 50*time.Millisecond, "requests of a cached pass: %v", onReq.snapshot())
+	for range 3 {
+		onReq.reset()
+		pass(t, on, revs)
+		require.Zero(t, onReq.count(), "cached passes stay request-free: %v", onReq.snapshot())
+	}
+	offReq.reset()
+	pass(t, off, revs)
+	require.Equal(t, 2*len(revs), offReq.count(), "uncached: a Deployment GET and a Pod LIST per Agent")
+}
+
+// BenchmarkObserveAtRest measures one health-watcher pass over N active
+// embedded Agents (kwok) at production client settings: API requests and
+// wall time, without and with the observation cache, in the same run.
+func BenchmarkObserveAtRest(b *testing.B) {
+	for _, n := range []int{20, 100} {
+		revs := activeAgents(b, n, 10)
+		for _, cache := range []bool{false, true} {
+			b.Run(fmt.Sprintf("agents=%d/cache=%v", n, cache), func(b *testing.B) {
+				d, rec := observingDriver(b, cache)
+				pass(b, d, revs)
+				if cache {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					require.True(b, d.WaitForCaches(ctx))
+					pass(b, d, revs)
+				}
+				rec.reset()
+				b.ResetTimer()
+				for range b.N {
+					pass(b, d, revs)
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(rec.count())/float64(b.N), "requests/pass")
+				b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/pass")
+			})
+		}
+	}
+}
