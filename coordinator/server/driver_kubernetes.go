@@ -51,8 +51,8 @@ const (
 
 // The client's rate limit, set on purpose (client-go's default, 5/s with a
 // burst of 10, starved deploys at a few dozen Agents: issue 27). Since the
-// observation cache an Agent at rest costs no request (embedded) or one
-// (dedicated: its enrollment Secret), so the budget is for deploys: an
+// observation cache an Agent at rest costs no request, so the budget is
+// for deploys: an
 // activation spends about 41 requests embedded, 84 dedicated
 // (BenchmarkActivationRequests, docs/PERFORMANCE.md), so 50/s finishes
 // about one embedded activation a second

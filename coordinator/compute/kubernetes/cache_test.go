@@ -120,3 +120,51 @@ func TestObserveCache(t *testing.T) {
 		})
 	}
 }
+
+// A dedicated Agent at rest: its Harness and pinned Gateway from the
+// caches, its node from the Gateway — no API request once a full check
+// recorded the node; a node that disconnects sends it back to the full
+// check.
+func TestObserveCacheDedicated(t *testing.T) {
+	ctx := context.Background()
+	d, cs, st := newFakeStatus(t)
+	d.cfg.ObserveCache = true
+	t.Cleanup(d.Close)
+	var reads atomic.Int64
+	cs.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if v := a.GetVerb(); v == "get" || v == "list" {
+			reads.Add(1)
+		}
+		return false, nil, nil
+	})
+	rd := dedicatedRev("d1")
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: rd.NamespaceID}))
+	require.NoError(t, d.PrepareRevision(ctx, rd))
+	p, err := d.planFor(rd)
+	require.NoError(t, err)
+	addPod(t, cs, p.dp, "harness-0", p.harnessWantLabels(), true)
+	require.NoError(t, d.PrepareRevision(ctx, rd))
+	addPod(t, cs, p.gw, "gateway-0", p.gatewayWantLabels(), true)
+	require.NoError(t, d.PrepareRevision(ctx, rd)) // mints the setup code
+	st.enroll("node-1")
+	obs, err := d.ObserveRevision(ctx, rd)
+	require.NoError(t, err)
+	require.Equal(t, ReasonNodeNotPinned, obs.Reason)
+	require.NoError(t, d.PrepareRevision(ctx, rd)) // pins the node: the Gateway restarts
+	rollGateway(t, cs, p, "gateway-1")
+	require.NoError(t, d.ActivateRevision(ctx, rd))
+	require.True(t, d.WaitForCaches(ctx))
+	require.Eventually(t, func() bool {
+		before := reads.Load()
+		obs, err := d.ObserveRevision(ctx, rd)
+		return err == nil && obs.Ready && reads.Load() == before
+	}, 5*time.Second, 5*time.Millisecond, "a dedicated Agent at rest is observed without a request")
+
+	st.disconnect("node-1")
+	before := reads.Load()
+	obs, err = d.ObserveRevision(ctx, rd)
+	require.NoError(t, err)
+	require.False(t, obs.Ready)
+	require.Equal(t, ReasonNodeNotEnrolled, obs.Reason)
+	require.Greater(t, reads.Load(), before, "a disconnected node is the full check's to judge")
+}

@@ -194,6 +194,9 @@ type Driver struct {
 	stopped  map[string]bool   // revisions this process stopped (CameBack detection)
 	prepared map[string]int    // revision → preparation level reached (cheap re-checks)
 	nsReady  map[string]string // Namespaces ensured by this process → the quota they got
+	// dedicated revision → the workspace node its enrollment Secret
+	// recorded at the last full check (a memo: a new process reads it once)
+	nodeSeen map[string]string
 
 	cacheMu sync.Mutex
 	caches  map[string]*nsCache // physical namespace → its watch-fed caches (cache.go)
@@ -256,7 +259,7 @@ func New(cfg Config, client kubernetes.Interface) (*Driver, error) {
 		now = time.Now
 	}
 	return &Driver{cfg: cfg, c: client, log: log.With("driver", cfg.Name), status: status, now: now,
-		stopped: map[string]bool{}, prepared: map[string]int{}, nsReady: map[string]string{},
+		stopped: map[string]bool{}, prepared: map[string]int{}, nsReady: map[string]string{}, nodeSeen: map[string]string{},
 		caches: map[string]*nsCache{}}, nil
 }
 

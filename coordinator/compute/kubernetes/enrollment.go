@@ -312,7 +312,28 @@ func (d *Driver) nodeReadiness(ctx context.Context, p *plan, ep Endpoint) (Readi
 		// yet: preparation restarts it pinned (the Pod's own spec tells).
 		return Readiness{Reason: ReasonNodeNotPinned, Pod: ep.Pod}, nil
 	}
+	d.mu.Lock()
+	d.nodeSeen[p.rev.ID] = id
+	d.mu.Unlock()
 	return Readiness{Ready: true, Reason: ReasonReady, Pod: ep.Pod}, nil
+}
+
+// pinnedNodeReady is nodeReadiness for a revision at rest, without the
+// enrollment Secret's read: ok when the serving Gateway (this revision's,
+// from the caches) pins the node a full check recorded, and the Gateway
+// says that node is connected. Anything else is for nodeReadiness.
+func (d *Driver) pinnedNodeReady(ctx context.Context, p *plan, ep Endpoint) (Readiness, bool) {
+	d.mu.Lock()
+	seen := d.nodeSeen[p.rev.ID]
+	d.mu.Unlock()
+	if seen == "" || ep.RevisionID != p.rev.ID || ep.NodeID != seen {
+		return Readiness{}, false
+	}
+	nodes, err := d.status.Nodes(ctx, p.rev, ep)
+	if err != nil || connectedNode(nodes, seen) != seen {
+		return Readiness{}, false
+	}
+	return Readiness{Ready: true, Reason: ReasonReady, Pod: ep.Pod}, true
 }
 
 func statusErr(op string, err error) error {

@@ -46,6 +46,16 @@ func (f *fakeStatus) enroll(id string) {
 	f.nodes = append(f.nodes, Node{NodeID: id, Connected: true, Commands: []string{"file.read"}})
 }
 
+func (f *fakeStatus) disconnect(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.nodes {
+		if f.nodes[i].NodeID == id {
+			f.nodes[i].Connected = false
+		}
+	}
+}
+
 func (f *fakeStatus) fail(err error) { f.mu.Lock(); f.err = err; f.mu.Unlock() }
 
 func (f *fakeStatus) minted() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.mints) }

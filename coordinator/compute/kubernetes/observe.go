@@ -42,6 +42,9 @@ func (d *Driver) revisionReadiness(ctx context.Context, p *plan) (Readiness, err
 		if p.topo != contract.DedicatedCodex {
 			return Readiness{Ready: true, Reason: ReasonReady, Pod: ep.Pod}, nil
 		}
+		if r, ok := d.pinnedNodeReady(ctx, p, ep); ok {
+			return r, nil
+		}
 		return d.nodeReadiness(ctx, p, ep)
 	}
 	if p.topo == contract.DedicatedCodex {

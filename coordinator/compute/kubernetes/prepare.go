@@ -91,6 +91,7 @@ func (d *Driver) setPrepared(revID string, level int) {
 	defer d.mu.Unlock()
 	if level == 0 {
 		delete(d.prepared, revID)
+		delete(d.nodeSeen, revID)
 	} else {
 		d.prepared[revID] = level
 	}
