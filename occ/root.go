@@ -5,6 +5,7 @@ package occ
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -85,8 +86,8 @@ func (e *ExitError) Unwrap() error { return e.Err }
 type app struct {
 	opts Options
 	// global flags
-	server, token, tokenFile, namespace, output, caFile, contextName string
-	noHeaders                                                        bool
+	server, token, tokenFile, namespace, output, caFile, contextName, tlsServerName string
+	noHeaders                                                                       bool
 	// resolved in PersistentPreRunE
 	settings settings
 	caPool   *x509.CertPool
@@ -123,7 +124,8 @@ func NewRootCommand(opts Options) *cobra.Command {
 		Example: `  occ dev up && make demo            # a coordinator on this machine, then the quickstart
   occ agent list -o wide
   occ agent describe hello
-  occ --server https://oce.example:7400 --token-file token status`,
+  occ --server https://oce.example:7400 --token-file token status
+  occ --server https://127.0.0.1:8443 --tls-server-name oce-coordinator-api.oce-system.svc status`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -151,6 +153,7 @@ func NewRootCommand(opts Options) *cobra.Command {
 	f.StringVarP(&a.output, "output", "o", "", "output format: "+strings.Join(outputFormats, ", "))
 	f.BoolVar(&a.noHeaders, "no-headers", false, "print tables without their header line")
 	f.StringVar(&a.caFile, "ca-file", "", "CA bundle that signed the coordinator's certificate (env OCC_CA_FILE; default ./"+defaultCAFile+" when present)")
+	f.StringVar(&a.tlsServerName, "tls-server-name", "", "the name checked against the coordinator's certificate when it differs from --server's host, e.g. through kubectl port-forward (env OCC_TLS_SERVER_NAME)")
 	f.StringVar(&a.contextName, "context", "", "the occ.yaml context to use (env OCC_CONTEXT; default its currentContext)")
 
 	root.AddGroup(&cobra.Group{ID: "resources", Title: "Resources:"},
@@ -247,8 +250,11 @@ func (a *app) client() *client.Client {
 	if a.opts.HTTPClient != nil {
 		opts = append(opts, client.WithHTTPClient(a.opts.HTTPClient))
 	}
-	if a.caPool != nil {
-		opts = append(opts, client.WithCA(a.caPool))
+	if a.caPool != nil || a.settings.TLSServerName != "" {
+		// A nil pool trusts the system roots; the server name replaces the
+		// dialed host in the certificate check (and in SNI).
+		opts = append(opts, client.WithTLS(&tls.Config{RootCAs: a.caPool, ServerName: a.settings.TLSServerName,
+			MinVersion: tls.VersionTLS12}))
 	}
 	return client.New(a.settings.Server, a.settings.Token, opts...)
 }
