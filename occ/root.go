@@ -71,6 +71,9 @@ type Options struct {
 	// Build is what occ version reports for the client; nil reads this
 	// binary's build information.
 	Build *buildinfo.Info
+	// Now is the clock that relative times (audit --since 24h, yesterday)
+	// count from, in its location; nil means time.Now.
+	Now func() time.Time
 }
 
 // ExitError carries an exit code out of a command.
@@ -105,6 +108,9 @@ func (o *Options) defaults() {
 	}
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
