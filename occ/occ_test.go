@@ -390,7 +390,7 @@ func TestDeployWaitInterrupted(t *testing.T) {
 		ConfigFile: filepath.Join(h.dir, "occ.yaml"), WorkDir: h.dir, PollInterval: 5 * time.Millisecond})
 	require.Equal(t, occ.ExitInterrupted, code, errb.String())
 	require.Contains(t, safeString(&errb), "continues on the server")
-	require.Contains(t, safeString(&errb), "occ revisions bot")
+	require.Contains(t, safeString(&errb), "occ -n team revisions bot", "the hint keeps the namespace")
 	require.Contains(t, h.ok("-n", "team", "agent", "work", "bot"), "queued", "the deploy is still there")
 }
 
