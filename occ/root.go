@@ -27,8 +27,8 @@ const (
 	ExitOK      = 0
 	ExitErr     = 1 // a request failed or the input was bad
 	ExitUsage   = 2 // unknown command or flag, wrong arguments
-	ExitFailed  = 3 // deploy --wait: the revision failed or was superseded
-	ExitTimeout = 4 // deploy --wait: the timeout passed before a final state
+	ExitFailed  = 3 // --wait: the revision (deploy) or the work (stop, delete) failed or was superseded
+	ExitTimeout = 4 // --wait: the timeout passed before a final state
 	// ExitInterrupted (130, deploywait.go): Ctrl-C or SIGTERM ended the command.
 )
 
@@ -37,8 +37,8 @@ const exitCodesHelp = `Exit codes:
   0    success
   1    a request failed or the input was bad
   2    usage: unknown command or flag, wrong arguments
-  3    deploy --wait: the revision failed or was superseded
-  4    deploy --wait: the timeout passed first
+  3    --wait: the revision (deploy) or the work (stop, delete) failed or was superseded
+  4    --wait: the timeout passed first
   130  interrupted (Ctrl-C)`
 
 // DefaultPollInterval paces deploy --wait while the coordinator cannot answer
