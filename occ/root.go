@@ -159,7 +159,7 @@ func NewRootCommand(opts Options) *cobra.Command {
 	f.StringVarP(&a.output, "output", "o", "", "output format: "+strings.Join(outputFormats, ", "))
 	f.BoolVar(&a.noHeaders, "no-headers", false, "print tables without their header line")
 	f.StringVar(&a.caFile, "ca-file", "", "CA bundle that signed the coordinator's certificate (env OCC_CA_FILE; default ./"+defaultCAFile+" when present)")
-	f.StringVar(&a.tlsServerName, "tls-server-name", "", "the name checked against the coordinator's certificate when it differs from --server's host, e.g. through kubectl port-forward (env OCC_TLS_SERVER_NAME)")
+	f.StringVar(&a.tlsServerName, "tls-server-name", "", "name to check the coordinator's certificate against instead of --server's host, e.g. behind kubectl port-forward (env OCC_TLS_SERVER_NAME)")
 	f.StringVar(&a.contextName, "context", "", "the occ.yaml context to use (env OCC_CONTEXT; default its currentContext)")
 
 	root.AddGroup(&cobra.Group{ID: "resources", Title: "Resources:"},
