@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"oce.dev/oce/coordinator/api/wire"
+	"oce.dev/oce/coordinator/client"
 )
 
 // maxInputBytes bounds documents and auth bindings read from files or stdin.
@@ -116,21 +118,48 @@ func (f *agentFlags) auth() *wire.HarnessAuth {
 	return &wire.HarnessAuth{Method: f.authMethod, CredentialKind: f.authKind, SourceRef: f.authRef}
 }
 
-// agentCommand is one `occ agent NAME` action answering with a work item.
-func (a *app) agentWorkCmd(use, short, example string, do func(ctx context.Context, ns, name string) (wire.Work, error)) *cobra.Command {
-	return &cobra.Command{
-		Use: use, Short: short, Example: example, Args: cobra.ExactArgs(1),
+// agentWorkCmd is one `occ agent stop|delete NAME` action answering with a
+// work item; --wait follows the work until it is done (workwait.go).
+func (a *app) agentWorkCmd(use, short, long, example string, ww workWait,
+	do func(ctx context.Context, cl *client.Client, ns, name string) (wire.Work, error)) *cobra.Command {
+	var wait bool
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use: use, Short: short, Long: long, Example: example, Args: cobra.ExactArgs(1),
 		ValidArgsFunction: a.complete(agentNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if timeout <= 0 {
+				return usageError(fmt.Errorf("--timeout %s: want a positive duration", timeout))
+			}
+			cl := a.client()
 			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			wk, err := do(ctx, a.settings.Namespace, args[0])
+			wk, err := do(ctx, cl, a.settings.Namespace, args[0])
+			cancel()
 			if err != nil {
 				return err
 			}
-			return a.print(cmd.OutOrStdout(), wk, func() table { return workTable(nil, wk) })
+			out := cmd.OutOrStdout()
+			if !wait {
+				return a.print(out, wk, func() table { return workTable(nil, wk) })
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s of agent %s requested; waiting up to %s\n", ww.kind, args[0], timeout)
+			wctx, wcancel := context.WithTimeout(cmd.Context(), timeout)
+			defer wcancel()
+			wk, err = a.waitWork(wctx, cmd, cl, ww, args[0], wk)
+			if err != nil {
+				return err
+			}
+			if f := a.settings.Output; ww.kind == wire.WorkDelete && (f == outTable || f == outWide) {
+				// The work went with the Agent: say what happened.
+				_, err := fmt.Fprintf(out, "agent/%s deleted\n", args[0])
+				return err
+			}
+			return a.print(out, wk, func() table { return workTable(nil, wk) })
 		},
 	}
+	c.Flags().BoolVar(&wait, "wait", false, "wait until the "+ww.kind+" is done, showing progress")
+	c.Flags().DurationVar(&timeout, "timeout", DefaultWaitTimeout, "how long --wait waits")
+	return c
 }
 
 func (a *app) agentCmd() *cobra.Command {
@@ -244,13 +273,24 @@ func (a *app) agentCmd() *cobra.Command {
 		},
 	}
 	addWatch(list, &watchList)
-	del := a.agentWorkCmd("delete NAME", "Delete an Agent (retires every revision)", "  occ agent delete hello",
-		func(ctx context.Context, ns, name string) (wire.Work, error) {
-			return a.client().DeleteAgent(ctx, ns, name)
+	del := a.agentWorkCmd("delete NAME [--wait] [--timeout D]", "Delete an Agent (retires every revision)",
+		"delete queues delete work: the activation engine stops the Agent's runtimes, retires its revisions, deletes its\n"+
+			"runtime credentials and removes it; until then it is listed as (deleting). With --wait occ follows the work,\n"+
+			"saying in words where it is, until `occ agent get` answers NOT_FOUND. It exits 3 when the work fails,\n"+
+			"4 when the timeout passes first, and 130 on Ctrl-C: the deletion continues on the server.",
+		"  occ agent delete hello\n  occ agent delete hello --wait --timeout 5m", delWait,
+		func(ctx context.Context, cl *client.Client, ns, name string) (wire.Work, error) {
+			return cl.DeleteAgent(ctx, ns, name)
 		})
-	stop := a.agentWorkCmd("stop NAME", "Stop an Agent's runtimes and clear its active revision", "  occ agent stop hello",
-		func(ctx context.Context, ns, name string) (wire.Work, error) {
-			return a.client().StopAgent(ctx, ns, name)
+	stop := a.agentWorkCmd("stop NAME [--wait] [--timeout D]", "Stop an Agent's runtimes and clear its active revision",
+		"stop queues stop work (and cancels a pending activation): the activation engine stops the Agent's runtimes\n"+
+			"and clears its active revision. With --wait occ follows the work, saying in words where it is, until the\n"+
+			"work completed and the Agent has no active revision (state stopped). It exits 3 when the work fails or a\n"+
+			"later deploy activates a revision first, 4 when the timeout passes first, and 130 on Ctrl-C: the stop\n"+
+			"continues on the server.",
+		"  occ agent stop hello\n  occ agent stop hello --wait", stopWait,
+		func(ctx context.Context, cl *client.Client, ns, name string) (wire.Work, error) {
+			return cl.StopAgent(ctx, ns, name)
 		})
 	work := &cobra.Command{
 		Use: "work NAME", Short: "Show the Agent's work items (deploy, stop and delete progress)", Args: cobra.ExactArgs(1),

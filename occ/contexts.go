@@ -9,7 +9,7 @@ import (
 
 // contextCmd manages occ.yaml's contexts; it needs no coordinator.
 func (a *app) contextCmd() *cobra.Command {
-	c := &cobra.Command{Use: "context", Short: "Named coordinators in occ.yaml (server, CA, token file, namespace)",
+	c := &cobra.Command{Use: "context", Short: "Named coordinators in occ.yaml (server, CA, TLS server name, token file, namespace)",
 		Example:           "  occ context set prod --server https://oce.example:7400 --ca-file ca.pem\n  occ context use prod",
 		PersistentPreRunE: func(*cobra.Command, []string) error { return nil }}
 	c.AddCommand(a.contextListCmd(), a.contextUseCmd(), a.contextSetCmd())
@@ -36,13 +36,14 @@ func (a *app) contextListCmd() *cobra.Command {
 }
 
 func contextTable(fc FileConfig) table {
-	t := table{header: []string{"CURRENT", "NAME", "SERVER", "NAMESPACE", "CA", "TOKEN FILE"}}
+	t := table{header: []string{"CURRENT", "NAME", "SERVER", "NAMESPACE", "CA", "TOKEN FILE", "TLS SERVER NAME"}, wide: wideCols(6)}
 	for _, c := range fc.Contexts {
 		cur := ""
 		if c.Name == fc.CurrentContext {
 			cur = "*"
 		}
-		t.rows = append(t.rows, []string{cur, c.Name, dash(c.Server), dash(c.Namespace), dash(c.CAFile), dash(c.TokenFile)})
+		t.rows = append(t.rows, []string{cur, c.Name, dash(c.Server), dash(c.Namespace), dash(c.CAFile), dash(c.TokenFile),
+			dash(c.TLSServerName)})
 	}
 	return t
 }
@@ -70,7 +71,8 @@ func (a *app) contextUseCmd() *cobra.Command {
 func (a *app) contextSetCmd() *cobra.Command {
 	var set Context
 	c := &cobra.Command{Use: "set NAME", Short: "Create or change a context (only the given fields change)", Args: cobra.ExactArgs(1),
-		Example: "  occ context set prod --server https://oce.example:7400 --ca-file ca.pem --namespace team",
+		Example: "  occ context set prod --server https://oce.example:7400 --ca-file ca.pem --namespace team\n" +
+			"  occ context set kind --server https://127.0.0.1:8443 --ca-file ca.crt --tls-server-name oce-coordinator-api.oce-system.svc",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fc, p, err := a.loadContexts()
 			if err != nil {
@@ -83,6 +85,9 @@ func (a *app) contextSetCmd() *cobra.Command {
 			}
 			if err := set.applyTo(ctx); err != nil {
 				return err
+			}
+			if err := checkTLSServerName(ctx.TLSServerName, ctx.Server); err != nil {
+				return usageError(err)
 			}
 			if fc.CurrentContext == "" {
 				fc.CurrentContext = ctx.Name
@@ -98,6 +103,7 @@ func (a *app) contextSetCmd() *cobra.Command {
 	f.StringVar(&set.CAFile, "ca-file", "", "CA bundle that signed the coordinator's certificate")
 	f.StringVar(&set.TokenFile, "token-file", "", "file holding the bearer token")
 	f.StringVar(&set.Namespace, "namespace", "", "default namespace")
+	f.StringVar(&set.TLSServerName, "tls-server-name", "", "the name checked against the coordinator's certificate (for a port-forward's 127.0.0.1)")
 	return c
 }
 
@@ -105,7 +111,7 @@ func (a *app) contextSetCmd() *cobra.Command {
 // absolute.
 func (set Context) applyTo(ctx *Context) error {
 	for _, f := range []struct{ dst, src *string }{{&ctx.Server, &set.Server}, {&ctx.Namespace, &set.Namespace},
-		{&ctx.CAFile, &set.CAFile}, {&ctx.TokenFile, &set.TokenFile}} {
+		{&ctx.CAFile, &set.CAFile}, {&ctx.TokenFile, &set.TokenFile}, {&ctx.TLSServerName, &set.TLSServerName}} {
 		if *f.src != "" {
 			*f.dst = *f.src
 		}

@@ -26,7 +26,8 @@ func (a *app) deployCmd() *cobra.Command {
 			"the revision's work through queued → preparing → ready → active, showing the phase, the elapsed time and\n" +
 			"the last code and detail (the runtime's startup phase, its held code), until the Agent is observed serving\n" +
 			"the revision. It exits 3 with the failure code when the revision fails, is held or is rolled back, 4 when\n" +
-			"the timeout passes first, and 130 on Ctrl-C: the deploy continues on the server.",
+			"the timeout passes first, and 130 on Ctrl-C: the deploy continues on the server, and occ prints the commands\n" +
+			"that follow it with the -n, --context, --server, --ca-file, --tls-server-name and --token-file you gave.",
 		Example:           "  occ agent deploy hello --wait\n  occ agent deploy coder --wait --timeout 10m --log-level debug",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.complete(agentNames),

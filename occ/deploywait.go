@@ -47,6 +47,7 @@ func (p progress) String() string {
 func (a *app) waitActive(ctx context.Context, cmd *cobra.Command, cl *client.Client, agent string, res wire.DeployResult) (wire.Revision, error) {
 	ns := a.settings.Namespace
 	errw := cmd.ErrOrStderr()
+	follow := a.follow(cmd, agent)
 	start := time.Now()
 	var last progress
 	show := func(p progress) {
@@ -72,12 +73,12 @@ func (a *app) waitActive(ctx context.Context, cmd *cobra.Command, cl *client.Cli
 		next, err := cl.WaitIndex(ctx, index, changeWait)
 		switch {
 		case ctx.Err() != nil:
-			return rev, waitEnded(ctx, errw, agent, res, last)
+			return rev, waitEnded(ctx, errw, follow, res, last)
 		case err != nil:
 			// A coordinator that cannot answer it now: poll meanwhile.
 			select {
 			case <-ctx.Done():
-				return rev, waitEnded(ctx, errw, agent, res, last)
+				return rev, waitEnded(ctx, errw, follow, res, last)
 			case <-time.After(a.opts.PollInterval):
 			}
 		default:
@@ -154,10 +155,16 @@ func heldText(rt *wire.RevisionRuntime) string {
 	return strings.Join(parts, " ")
 }
 
+// follow is the hint of how to keep watching an Agent's deploy, spelled
+// for the coordinator and Namespace the user reached.
+func (a *app) follow(cmd *cobra.Command, agent string) string {
+	return "follow it with: " + a.again(cmd, "revisions", agent) + "; " + a.again(cmd, "agent", "work", agent) + "; " +
+		a.againAll(cmd, "status")
+}
+
 // waitEnded turns the end of a wait into its exit: the deadline (4) or an
 // interrupt (130), saying the deploy goes on and how to follow it.
-func waitEnded(ctx context.Context, w io.Writer, agent string, res wire.DeployResult, last progress) error {
-	follow := fmt.Sprintf("follow it with: occ revisions %s; occ agent work %s; occ status", agent, agent)
+func waitEnded(ctx context.Context, w io.Writer, follow string, res wire.DeployResult, last progress) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return &ExitError{Code: ExitTimeout, Err: fmt.Errorf("timed out waiting for revision %d (last: %s); the deploy continues on the server; %s",
 			res.Number, last, follow)}

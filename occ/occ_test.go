@@ -32,6 +32,8 @@ type harness struct {
 	url string
 	dir string
 	env map[string]string
+	// now is occ's clock (nil: time.Now).
+	now func() time.Time
 }
 
 func newHarness(t *testing.T) *harness {
@@ -63,7 +65,7 @@ func (h *harness) runIn(stdin []byte, args ...string) result {
 		Stdin: bytes.NewReader(stdin), Stdout: &out, Stderr: &errb,
 		Getenv:     func(k string) string { return h.env[k] },
 		ConfigFile: filepath.Join(h.dir, "occ.yaml"), WorkDir: h.dir,
-		PollInterval: 5 * time.Millisecond,
+		PollInterval: 5 * time.Millisecond, Now: h.now,
 	})
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
@@ -388,7 +390,7 @@ func TestDeployWaitInterrupted(t *testing.T) {
 		ConfigFile: filepath.Join(h.dir, "occ.yaml"), WorkDir: h.dir, PollInterval: 5 * time.Millisecond})
 	require.Equal(t, occ.ExitInterrupted, code, errb.String())
 	require.Contains(t, safeString(&errb), "continues on the server")
-	require.Contains(t, safeString(&errb), "occ revisions bot")
+	require.Contains(t, safeString(&errb), "occ -n team revisions bot", "the hint keeps the namespace")
 	require.Contains(t, h.ok("-n", "team", "agent", "work", "bot"), "queued", "the deploy is still there")
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -86,16 +85,26 @@ func (a *app) auditCmd() *cobra.Command {
 	var watch bool
 	c := &cobra.Command{
 		Use: "audit", Short: "List audit records (filter by actor, namespace with -n, action, time)", Args: cobra.NoArgs,
+		Long: "audit lists the audit log's records, filtered by actor, namespace (-n), action and time.\n\n" +
+			"--since and --until take " + whenForms + ".\n\n" +
+			"Dates and today/yesterday are midnight in the local time zone; --until is exclusive, so\n" +
+			"--since yesterday --until today is all of yesterday. Any other value is a usage error (exit 2).",
 		Example: `  occ audit --actor user:alice --since 24h
+  occ audit --since yesterday --until today
+  occ audit --since 2026-12-01 --until 2026-12-02T12:00:00+01:00
   occ audit -n team --action openclaw.agents.lifecycle.deploy
   occ audit --limit 20 --watch`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if f.Since, err = parseWhen(since); err != nil {
+			now := a.opts.Now()
+			if f.Since, err = parseWhen(since, now); err != nil {
 				return usageError(fmt.Errorf("--since: %w", err))
 			}
-			if f.Until, err = parseWhen(until); err != nil {
+			if f.Until, err = parseWhen(until, now); err != nil {
 				return usageError(fmt.Errorf("--until: %w", err))
+			}
+			if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+				return usageError(fmt.Errorf("--since %s is not before --until %s: no record can match", since, until))
 			}
 			// The namespace filters only when asked for: -n or OCC_NAMESPACE.
 			if cmd.Flags().Changed("namespace") || a.opts.Getenv("OCC_NAMESPACE") != "" {
@@ -123,20 +132,9 @@ func (a *app) auditCmd() *cobra.Command {
 	fl.IntVar(&f.Limit, "limit", 0, "at most this many records (server default 100, max 1000)")
 	fl.StringVar(&f.Actor, "actor", "", "only this actor's records (user:<name>, serviceprincipal:<ns>/<name>, bootstrap)")
 	fl.StringVar(&f.Action, "action", "", "only this action (e.g. openclaw.agents.lifecycle.deploy)")
-	fl.StringVar(&since, "since", "", "only records at or after this time (RFC 3339, or a duration ago like 24h)")
-	fl.StringVar(&until, "until", "", "only records before this time (RFC 3339, or a duration ago)")
+	fl.StringVar(&since, "since", "", "only records at or after this time: "+whenForms)
+	fl.StringVar(&until, "until", "", "only records before this time (the same forms as --since)")
 	return c
-}
-
-// parseWhen reads an RFC 3339 time or a duration before now.
-func parseWhen(v string) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	if d, err := time.ParseDuration(v); err == nil {
-		return time.Now().Add(-d), nil
-	}
-	return time.Parse(time.RFC3339, v)
 }
 
 func (a *app) workCmd() *cobra.Command {

@@ -143,6 +143,10 @@ func namespaceTable(nss ...wire.Namespace) table {
 	return t
 }
 
+// docInputHelp is what config create and update say about bad input.
+const docInputHelp = "A document that does not parse, or is not an object, is refused before anything is sent with exit 2,\n" +
+	"naming the file (or stdin), the line and the column: invalid JSON in chat.json at line 4, column 3: …"
+
 // readDocument reads a configuration document (JSON or YAML) from a file or
 // '-' for stdin and returns it as JSON.
 func (a *app) readDocument(path string) (json.RawMessage, error) {
@@ -159,12 +163,27 @@ func (a *app) readDocument(path string) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read document: %w", err)
 	}
-	if strings.HasPrefix(strings.TrimSpace(string(data)), "{") {
+	name := inputName(path)
+	// A Configuration is a JSON object: check it here, where the error can
+	// name the line and column.
+	var obj map[string]json.RawMessage
+	t := strings.TrimSpace(string(data))
+	if t == "" {
+		return nil, usageError(fmt.Errorf("document %s is empty", name))
+	}
+	if strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") {
+		if err := decodeJSONInput(name, data, &obj, "an object"); err != nil {
+			return nil, err
+		}
 		return json.RawMessage(data), nil
 	}
 	j, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return nil, fmt.Errorf("document %s is neither JSON nor YAML: %w", path, err)
+		// sigs.k8s.io/yaml's errors carry the line ("yaml: line 3: …").
+		return nil, usageError(fmt.Errorf("document %s is neither JSON nor YAML: %w", name, err))
+	}
+	if json.Unmarshal(j, &obj) != nil || obj == nil {
+		return nil, usageError(fmt.Errorf("document %s is not a YAML mapping (a JSON object)", name))
 	}
 	return j, nil
 }
@@ -175,6 +194,7 @@ func (a *app) configCmd() *cobra.Command {
 	var file string
 	create := &cobra.Command{
 		Use: "create NAME -f FILE", Short: "Save a new Configuration", Args: cobra.ExactArgs(1),
+		Long:    "create saves a native OpenClaw configuration document (a JSON object, or a YAML mapping) under NAME.\n" + docInputHelp,
 		Example: "  occ config create chat -f scripts/demo/embedded.json\n  cat doc.yaml | occ config create chat -f -",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			doc, err := a.readDocument(file)
@@ -194,6 +214,7 @@ func (a *app) configCmd() *cobra.Command {
 	var ufile string
 	update := &cobra.Command{
 		Use: "update NAME -f FILE", Short: "Replace a Configuration's document (next generation)", Args: cobra.ExactArgs(1),
+		Long:              "update replaces the Configuration's document; Agents use it from their next deploy.\n" + docInputHelp,
 		Example:           "  occ config update chat -f scripts/demo/embedded.json",
 		ValidArgsFunction: a.complete(configNames),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -5,6 +5,7 @@ package occ
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -26,8 +27,8 @@ const (
 	ExitOK      = 0
 	ExitErr     = 1 // a request failed or the input was bad
 	ExitUsage   = 2 // unknown command or flag, wrong arguments
-	ExitFailed  = 3 // deploy --wait: the revision failed or was superseded
-	ExitTimeout = 4 // deploy --wait: the timeout passed before a final state
+	ExitFailed  = 3 // --wait: the revision (deploy) or the work (stop, delete) failed or was superseded
+	ExitTimeout = 4 // --wait: the timeout passed before a final state
 	// ExitInterrupted (130, deploywait.go): Ctrl-C or SIGTERM ended the command.
 )
 
@@ -36,8 +37,8 @@ const exitCodesHelp = `Exit codes:
   0    success
   1    a request failed or the input was bad
   2    usage: unknown command or flag, wrong arguments
-  3    deploy --wait: the revision failed or was superseded
-  4    deploy --wait: the timeout passed first
+  3    --wait: the revision (deploy) or the work (stop, delete) failed or was superseded
+  4    --wait: the timeout passed first
   130  interrupted (Ctrl-C)`
 
 // DefaultPollInterval paces deploy --wait while the coordinator cannot answer
@@ -70,6 +71,9 @@ type Options struct {
 	// Build is what occ version reports for the client; nil reads this
 	// binary's build information.
 	Build *buildinfo.Info
+	// Now is the clock that relative times (audit --since 24h, yesterday)
+	// count from, in its location; nil means time.Now.
+	Now func() time.Time
 }
 
 // ExitError carries an exit code out of a command.
@@ -85,8 +89,8 @@ func (e *ExitError) Unwrap() error { return e.Err }
 type app struct {
 	opts Options
 	// global flags
-	server, token, tokenFile, namespace, output, caFile, contextName string
-	noHeaders                                                        bool
+	server, token, tokenFile, namespace, output, caFile, contextName, tlsServerName string
+	noHeaders                                                                       bool
 	// resolved in PersistentPreRunE
 	settings settings
 	caPool   *x509.CertPool
@@ -104,6 +108,9 @@ func (o *Options) defaults() {
 	}
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
@@ -123,7 +130,8 @@ func NewRootCommand(opts Options) *cobra.Command {
 		Example: `  occ dev up && make demo            # a coordinator on this machine, then the quickstart
   occ agent list -o wide
   occ agent describe hello
-  occ --server https://oce.example:7400 --token-file token status`,
+  occ --server https://oce.example:7400 --token-file token status
+  occ --server https://127.0.0.1:8443 --tls-server-name oce-coordinator-api.oce-system.svc status`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -151,6 +159,7 @@ func NewRootCommand(opts Options) *cobra.Command {
 	f.StringVarP(&a.output, "output", "o", "", "output format: "+strings.Join(outputFormats, ", "))
 	f.BoolVar(&a.noHeaders, "no-headers", false, "print tables without their header line")
 	f.StringVar(&a.caFile, "ca-file", "", "CA bundle that signed the coordinator's certificate (env OCC_CA_FILE; default ./"+defaultCAFile+" when present)")
+	f.StringVar(&a.tlsServerName, "tls-server-name", "", "name to check the coordinator's certificate against instead of --server's host, e.g. behind kubectl port-forward (env OCC_TLS_SERVER_NAME)")
 	f.StringVar(&a.contextName, "context", "", "the occ.yaml context to use (env OCC_CONTEXT; default its currentContext)")
 
 	root.AddGroup(&cobra.Group{ID: "resources", Title: "Resources:"},
@@ -247,8 +256,11 @@ func (a *app) client() *client.Client {
 	if a.opts.HTTPClient != nil {
 		opts = append(opts, client.WithHTTPClient(a.opts.HTTPClient))
 	}
-	if a.caPool != nil {
-		opts = append(opts, client.WithCA(a.caPool))
+	if a.caPool != nil || a.settings.TLSServerName != "" {
+		// A nil pool trusts the system roots; the server name replaces the
+		// dialed host in the certificate check (and in SNI).
+		opts = append(opts, client.WithTLS(&tls.Config{RootCAs: a.caPool, ServerName: a.settings.TLSServerName,
+			MinVersion: tls.VersionTLS12}))
 	}
 	return client.New(a.settings.Server, a.settings.Token, opts...)
 }

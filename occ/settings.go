@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,9 @@ type Context struct {
 	CAFile    string `json:"ca,omitempty"`
 	TokenFile string `json:"tokenFile,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
+	// TLSServerName is the name checked against the coordinator's
+	// certificate instead of Server's host (a port-forward's 127.0.0.1).
+	TLSServerName string `json:"tlsServerName,omitempty"`
 }
 
 // context returns the named context.
@@ -67,6 +71,8 @@ type settings struct {
 	NoHeaders                        bool
 	// CAFile is the CA bundle the client trusts ("" = the system roots).
 	CAFile string
+	// TLSServerName replaces the server's host in the certificate check.
+	TLSServerName string
 	// Context names the selected context ("" = none); ConfigPath is occ.yaml.
 	Context, ConfigPath string
 }
@@ -122,13 +128,17 @@ func (a *app) resolve(cmd *cobra.Command) (settings, error) {
 		ctx = *c
 	}
 	s := settings{
-		Server:     first(a.server, env("OCC_SERVER"), ctx.Server, client.DefaultServer),
-		Namespace:  first(a.namespace, env("OCC_NAMESPACE"), ctx.Namespace, DefaultNamespace),
-		Output:     first(a.output, fc.Output, outTable),
-		NoHeaders:  a.noHeaders,
-		CAFile:     first(a.caFile, env("OCC_CA_FILE"), ctx.CAFile),
-		Context:    name,
-		ConfigPath: cfgPath,
+		Server:        first(a.server, env("OCC_SERVER"), ctx.Server, client.DefaultServer),
+		Namespace:     first(a.namespace, env("OCC_NAMESPACE"), ctx.Namespace, DefaultNamespace),
+		Output:        first(a.output, fc.Output, outTable),
+		NoHeaders:     a.noHeaders,
+		CAFile:        first(a.caFile, env("OCC_CA_FILE"), ctx.CAFile),
+		Context:       name,
+		ConfigPath:    cfgPath,
+		TLSServerName: first(a.tlsServerName, env("OCC_TLS_SERVER_NAME"), ctx.TLSServerName),
+	}
+	if err := checkTLSServerName(s.TLSServerName, s.Server); err != nil {
+		return s, usageError(err)
 	}
 	if s.CAFile == "" {
 		if p := filepath.Join(a.opts.WorkDir, defaultCAFile); fileExists(p) {
@@ -154,6 +164,22 @@ func (a *app) resolve(cmd *cobra.Command) (settings, error) {
 		}
 	}
 	return s, err
+}
+
+// checkTLSServerName refuses a server name that cannot be a certificate's
+// name (a URL, a port) or that a plain-HTTP server would silently ignore.
+func checkTLSServerName(name, server string) error {
+	if name == "" {
+		return nil
+	}
+	if strings.ContainsAny(name, "/ \t@") || strings.Contains(name, ":") && net.ParseIP(name) == nil {
+		return fmt.Errorf("--tls-server-name %q: want a host name or IP address as the certificate names it, without scheme or port "+
+			"(e.g. oce-coordinator-api.oce-system.svc)", name)
+	}
+	if strings.HasPrefix(server, "http://") {
+		return fmt.Errorf("--tls-server-name %s: the server %s is not dialed over TLS here; use an https:// server", name, server)
+	}
+	return nil
 }
 
 func (a *app) readToken(path string) (string, error) {

@@ -402,7 +402,8 @@ func explainTransport(err error) error {
 	case errors.As(err, &unknown), errors.As(err, &verify) && !errors.As(err, &host):
 		return fmt.Errorf("%w (%v): trust the cluster CA — occ --ca-file FILE, or ca: in the occ.yaml context (a local coordinator writes .oce/coordinator/tls/ca.crt)", ErrUntrusted, err)
 	case errors.As(err, &host):
-		return fmt.Errorf("%w: the certificate does not name this server: %v", ErrUntrusted, err)
+		return fmt.Errorf("%w: the certificate does not name this server: %v: dial a name it holds, or check it against one "+
+			"(occ --tls-server-name NAME, e.g. through kubectl port-forward)", ErrUntrusted, err)
 	case strings.Contains(err.Error(), "first record does not look like a TLS handshake"):
 		return fmt.Errorf("the coordinator does not speak TLS here (started with --insecure?): use an http:// server: %w", err)
 	}
