@@ -44,6 +44,13 @@ type Driver interface {
 	DeleteNamespace(ctx context.Context, ns state.Namespace) error
 }
 
+// ChangeNotifier is optionally implemented by a driver that learns of
+// changes to what it observes (watch-fed caches): after NotifyChanges it
+// calls fn, which must not block, soon after each change, coalesced.
+type ChangeNotifier interface {
+	NotifyChanges(fn func())
+}
+
 // Endpointer is optionally implemented by a driver that can say where an
 // Agent's stable Gateway endpoint is (occ agent describe, occ agent send).
 type Endpointer interface {

@@ -351,6 +351,15 @@ func (n *node) openDriver(context.Context) error {
 		return err
 	}
 	n.driver = d
+	// A driver that watches what it observes wakes the watcher at once
+	// instead of at its next interval.
+	if cn, ok := d.(compute.ChangeNotifier); ok {
+		cn.NotifyChanges(func() {
+			if e := n.engine.Load(); e != nil {
+				e.ObserveNow()
+			}
+		})
+	}
 	return nil
 }
 

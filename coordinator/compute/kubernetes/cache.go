@@ -95,9 +95,47 @@ func (d *Driver) cacheFor(ns string) *nsCache {
 			cache.DefaultWatchErrorHandler(ctx, r, err)
 		})
 	}
+	for _, inf := range []cache.SharedIndexInformer{c.pods, c.deploys} {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { d.changed() },
+			UpdateFunc: func(any, any) { d.changed() },
+			DeleteFunc: func(any) { d.changed() },
+		})
+	}
 	f.Start(c.stop)
 	d.caches[ns] = c
 	return c
+}
+
+// ChangeCoalesce is the longest a cache change waits before the function
+// NotifyChanges set hears of it; changes meanwhile are told once (kubelet
+// updates a starting Pod's status several times a second).
+const ChangeCoalesce = 200 * time.Millisecond
+
+// NotifyChanges implements compute.ChangeNotifier: fn runs at most
+// ChangeCoalesce after any change the caches see, at most once per
+// ChangeCoalesce.
+func (d *Driver) NotifyChanges(fn func()) {
+	d.cacheMu.Lock()
+	defer d.cacheMu.Unlock()
+	d.onChange = fn
+}
+
+// changed schedules the change notification unless one is pending.
+func (d *Driver) changed() {
+	d.cacheMu.Lock()
+	defer d.cacheMu.Unlock()
+	if d.onChange == nil || d.changePending {
+		return
+	}
+	d.changePending = true
+	fn := d.onChange
+	time.AfterFunc(ChangeCoalesce, func() {
+		d.cacheMu.Lock()
+		d.changePending = false
+		d.cacheMu.Unlock()
+		fn()
+	})
 }
 
 // usable reports whether the caches may answer: synced, and no watch error

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,4 +168,49 @@ func TestObserveCacheDedicated(t *testing.T) {
 	require.False(t, obs.Ready)
 	require.Equal(t, ReasonNodeNotEnrolled, obs.Reason)
 	require.Greater(t, reads.Load(), before, "a disconnected node is the full check's to judge")
+}
+
+// A change the caches see reaches NotifyChanges's function, coalesced: a
+// burst of Pod updates is told at most once per ChangeCoalesce.
+func TestCacheChangesNotify(t *testing.T) {
+	ctx := context.Background()
+	d, cs, _ := newFakeStatus(t)
+	d.cfg.ObserveCache = true
+	t.Cleanup(d.Close)
+	var told atomic.Int64
+	wake := make(chan struct{}, 64)
+	d.NotifyChanges(func() { told.Add(1); wake <- struct{}{} })
+	r1 := embeddedRev("r1")
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: r1.NamespaceID}))
+	require.NoError(t, d.PrepareRevision(ctx, r1))
+	p, err := d.planFor(r1)
+	require.NoError(t, err)
+	_, _ = d.ObserveRevision(ctx, r1) // starts the caches
+	require.True(t, d.WaitForCaches(ctx))
+	drain := func() {
+		for {
+			select {
+			case <-wake:
+			case <-time.After(3 * ChangeCoalesce):
+				return
+			}
+		}
+	}
+	drain() // the initial list's additions
+	told.Store(0)
+
+	start := time.Now()
+	for i := range 20 {
+		addPod(t, cs, p.gw, fmt.Sprintf("gateway-%d", i), p.gatewayPodLabels(), i%2 == 0)
+	}
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Pod added was never told")
+	}
+	drain()
+	n := told.Load()
+	require.GreaterOrEqual(t, n, int64(1))
+	// at most one notification per ChangeCoalesce since the burst began
+	require.LessOrEqual(t, n, int64(time.Since(start)/ChangeCoalesce)+1, "coalesced")
 }

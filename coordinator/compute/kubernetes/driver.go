@@ -200,7 +200,13 @@ type Driver struct {
 
 	cacheMu sync.Mutex
 	caches  map[string]*nsCache // physical namespace → its watch-fed caches (cache.go)
+	// onChange hears of cache changes (NotifyChanges); changePending while
+	// a coalesced notification waits.
+	onChange      func()
+	changePending bool
 }
+
+var _ compute.ChangeNotifier = (*Driver)(nil)
 
 var _ compute.Driver = (*Driver)(nil)
 
