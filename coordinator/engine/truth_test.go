@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -365,4 +366,37 @@ func TestRollbackNeedsPolicyAndSameOwner(t *testing.T) {
 	_, err = h.p.Propose(context.Background(), state.CmdRequestRollback.Name(), state.RequestRollback{AgentID: "a1",
 		FromRevisionID: "r2", ToRevisionID: "r1", WorkID: "wr", Cause: "test"})
 	require.NoError(t, err, "the exact previous revision of the same owner")
+}
+
+// TestObservationFailureIsNotUnhealth: the coordinator failing to look (a
+// transient error: the API server slow, a rate limit) leaves the last
+// observation standing and rolls nothing back, however long it lasts; a
+// permanent finding is recorded.
+func TestObservationFailureIsNotUnhealth(t *testing.T) {
+	h := newHarness(t, hopt{})
+	h.enableRollback(time.Minute)
+	h.waitWork(h.deploy("r1", state.HarnessOpenClaw, nil, 0), state.WorkCompleted)
+	h.waitWork(h.deploy("r2", state.HarnessOpenClaw, nil, 0), state.WorkCompleted)
+	h.drive(func() bool { hl, ok := h.m.Health("a1"); return ok && hl.Ready && hl.RevisionID == "r2" }, "r2 observed ready")
+	var failed atomic.Int64
+	h.d.SetHook(memory.OpObserve, func(context.Context, string) error {
+		failed.Add(1)
+		return compute.Transient(codes.TransientDependency, errors.New("client rate limiter Wait: context deadline exceeded"))
+	})
+	h.drive(func() bool { return failed.Load() >= 3 }, "observations failing")
+	h.clk.Advance(2 * time.Minute) // past the rollback window
+	n := failed.Load()
+	h.drive(func() bool { return failed.Load() >= n+3 }, "still failing past the window")
+	hl, _ := h.m.Health("a1")
+	require.True(t, hl.Ready, "the last observation stands: %+v", hl)
+	a, _ := h.m.Agent("a1")
+	require.Equal(t, "r2", a.ActiveRevisionID)
+	require.Empty(t, h.audits(state.AuditRollback), "nothing rolled back for a failure to look")
+
+	h.d.SetHook(memory.OpObserve, func(context.Context, string) error {
+		return compute.Permanent(codes.ForeignWorkload, errors.New("the gateway Deployment has another owner"))
+	})
+	h.drive(func() bool { hl, _ := h.m.Health("a1"); return !hl.Ready }, "a permanent finding recorded")
+	hl, _ = h.m.Health("a1")
+	require.Equal(t, "observation-failed:"+string(codes.ForeignWorkload), hl.Reason)
 }

@@ -110,12 +110,19 @@ func (e *Engine) observeOne(ctx context.Context, a state.Agent, rev state.Revisi
 	obs, err := e.d.ObserveRevision(octx, rev)
 	cancel()
 	if err != nil {
-		if ctx.Err() == nil {
-			code, _ := compute.ErrorCode(err, "TRANSIENT_DEPENDENCY")
-			obs = compute.Observation{Reason: "observation-failed:" + string(code)}
-		} else {
+		if ctx.Err() != nil {
 			return
 		}
+		code, permanent := compute.ErrorCode(err, "TRANSIENT_DEPENDENCY")
+		if !permanent {
+			// The coordinator could not look (API server slow or down, a
+			// rate limit, a timeout): that says nothing of the Agent, so
+			// its last observation stands and no rollback follows from it.
+			e.log.Warn("observation failed; the last one stands", "agent", a.ID, "revision", rev.ID,
+				"code", string(code), "err", err.Error())
+			return
+		}
+		obs = compute.Observation{Reason: "observation-failed:" + string(code)}
 	}
 	// A staged revision (committed, its gateway not started yet) is not
 	// serving.
