@@ -1,0 +1,136 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
+	"oce.dev/oce/coordinator/engine"
+	"oce.dev/oce/coordinator/state"
+)
+
+// fleet is the activation engine at its production settings over n
+// embedded Agents in a few Namespaces, driving the real API server (kwok
+// Pods) through a client rate-limited as production's.
+type fleet struct {
+	m      *state.Machine
+	p      *engine.LocalProposer
+	e      *engine.Engine
+	rec    *recorder
+	agents []string
+	nss    []string
+}
+
+func newFleet(b testing.TB, n, namespaces int, cache bool) *fleet {
+	d, rec := observingDriver(b, cache)
+	f := &fleet{m: state.NewMachine(), rec: rec}
+	f.p = engine.NewLocalProposer(f.m, engine.RealClock{}, "alice")
+	propose := func(typ state.Named, p any) {
+		_, err := f.p.Propose(context.Background(), typ.Name(), p)
+		require.NoError(b, err, typ)
+	}
+	for i := range namespaces {
+		id := uid("ns-fleet")
+		propose(state.CmdCreateNamespace, state.CreateNamespace{ID: id, Name: fmt.Sprintf("team-%d", i)})
+		propose(state.CmdPutConfiguration, state.PutConfiguration{ID: "c-" + id, NamespaceID: id, Name: "cfg", Document: json.RawMessage(`{}`)})
+		f.nss = append(f.nss, id)
+	}
+	for i := range n {
+		ns, id := f.nss[i%namespaces], uid("a")
+		propose(state.CmdCreateAgent, state.CreateAgent{ID: id, NamespaceID: ns, Name: fmt.Sprintf("bot-%d", i), ConfigurationID: "c-" + ns,
+			ExecutionMode: state.ModeEmbedded, ComputeID: kdriver.Name,
+			HarnessAuth: &state.HarnessAuth{Method: "api_key", CredentialKind: "secret", SourceRef: "secret://x/m#k"}})
+		f.agents = append(f.agents, id)
+	}
+	// production settings: only the owner and the seed are the test's
+	f.e = engine.New(engine.Config{Owner: "fleet", Seed: 1}, f.p, d, engine.RealClock{}, nil)
+	d.NotifyChanges(f.e.ObserveNow) // as the server wires it
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.e.Run(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.True(b, err == nil || errors.Is(err, context.Canceled), "engine: %v", err)
+		case <-time.After(60 * time.Second):
+			b.Error("engine did not stop")
+		}
+	})
+	return f
+}
+
+// deployAll admits one revision per Agent at once and waits until every
+// one is active.
+func (f *fleet) deployAll(b testing.TB) time.Duration {
+	start := time.Now()
+	var works []string
+	for _, id := range f.agents {
+		a, _ := f.m.Agent(id)
+		cf, _ := f.m.Configuration(a.ConfigurationID)
+		rev := revision(a.NamespaceID, id, uid("r"), state.ModeEmbedded)
+		rev.ConfigurationID, rev.ConfigurationGeneration, rev.ComputeID = cf.ID, cf.Generation, kdriver.Name
+		_, err := f.p.Propose(context.Background(), state.CmdAdmitRevision.Name(), state.AdmitRevision{Revision: rev, WorkID: "w-" + rev.ID, MaxAttempts: 10})
+		require.NoError(b, err)
+		works = append(works, "w-"+rev.ID)
+	}
+	f.e.Notify()
+	ok := assertEventually(func() bool {
+		for _, w := range works {
+			if wk, ok := f.m.Work(w); !ok || wk.State != state.WorkCompleted {
+				require.NotEqual(b, state.WorkFailed, wk.State, "%s: %s %s", w, wk.LastCode, wk.LastDetail)
+				return false
+			}
+		}
+		return true
+	}, 30*time.Minute)
+	require.True(b, ok, "every Agent active")
+	return time.Since(start)
+}
+
+// BenchmarkFleet deploys N embedded Agents at once through the engine at
+// production settings (client 50/s burst 100, health interval 2 s) on the
+// real API server with kwok, then measures what the coordinator asks of
+// the API server at rest — without and with the observation cache, in the
+// same run.
+func BenchmarkFleet(b *testing.B) {
+	for _, n := range []int{50, 200} {
+		for _, cache := range []bool{false, true} {
+			b.Run(fmt.Sprintf("agents=%d/cache=%v", n, cache), func(b *testing.B) {
+				for range b.N {
+					f := newFleet(b, n, 10, cache)
+					took := f.deployAll(b)
+					// every Agent observed ready once, then a window at rest
+					ok := assertEventually(func() bool {
+						for _, id := range f.agents {
+							if h, ok := f.m.Health(id); !ok || !h.Ready {
+								return false
+							}
+						}
+						return true
+					}, 5*time.Minute)
+					require.True(b, ok, "every Agent observed ready")
+					f.rec.reset()
+					window := 20 * time.Second
+					time.Sleep(window) // a rate over a window: nothing to wait for
+					reqs := f.rec.count()
+					degraded := 0
+					for _, id := range f.agents {
+						if h, _ := f.m.Health(id); !h.Ready {
+							degraded++
+						}
+					}
+					b.ReportMetric(took.Seconds(), "s-deploy-all")
+					b.ReportMetric(float64(reqs)/window.Seconds(), "requests/s-at-rest")
+					b.ReportMetric(float64(degraded), "not-ready-at-rest")
+				}
+			})
+		}
+	}
+}
