@@ -275,3 +275,39 @@ func TestStateMetricsReadTheAuditOnce(t *testing.T) {
 	require.NoError(t, f.e.b.SnapshotRestore(t.Context(), &snap))
 	require.Equal(t, one, count(60), "after an older snapshot's restore, its log is counted afresh")
 }
+
+// The scrape identity an operator makes (docs/OPERATIONS.md, "Monitoring"):
+// a user bound to metrics-reader cluster-wide, with a token. It reads
+// /metrics and no Namespace; the role is never granted within a Namespace,
+// nor to a Namespace's service principal.
+func TestMetricsReaderBinding(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	e.expect(201, "POST", "/v1/namespaces/team/serviceprincipals", map[string]any{"name": "ci"})
+	e.expect(201, "POST", "/v1/users", map[string]any{"name": "prometheus"})
+	for name, body := range map[string]map[string]any{
+		"within a namespace": {"role": "metrics-reader", "namespace": "team",
+			"subject": map[string]any{"kind": "user", "name": "prometheus"}},
+		"to a service principal": {"role": "metrics-reader",
+			"subject": map[string]any{"kind": "servicePrincipal", "name": "team/ci"}},
+		"an unknown role": {"role": "metrics-writer", "subject": map[string]any{"kind": "user", "name": "prometheus"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e.t = t
+			e.reject(400, "INVALID_REQUEST", "POST", "/v1/rolebindings", body)
+		})
+	}
+	e.t = t
+	b := e.expect(201, "POST", "/v1/rolebindings", map[string]any{"role": "metrics-reader",
+		"subject": map[string]any{"kind": "user", "name": "prometheus"}})
+	require.Nil(t, b["namespace"], "granted cluster-wide")
+	tok := e.expect(201, "POST", "/v1/tokens", map[string]any{"user": "prometheus", "ttl": "8760h"})["token"].(string)
+
+	r := e.raw("GET", "/metrics", nil, tok)
+	require.Equal(t, 200, r.status, string(r.body))
+	require.Contains(t, string(r.body), `oce_agent_state{agent="bot",namespace="team",state="stopped"} 1`)
+	for _, path := range []string{"/v1/cluster", "/v1/namespaces/team", "/v1/namespaces/team/agents/bot", "/v1/restrictions"} {
+		require.Contains(t, []int{403, 404}, e.raw("GET", path, nil, tok).status, path)
+	}
+	require.Equal(t, 403, e.raw("POST", "/v1/namespaces/team/agents/bot/deploy", nil, tok).status)
+}
