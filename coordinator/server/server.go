@@ -381,6 +381,9 @@ func (n *node) openStore(context.Context) error {
 	}
 	n.st = st
 	registerStoreMetrics(n.cfg.Metrics, st)
+	if n.tls != nil {
+		registerCertMetrics(n.cfg.Metrics, n.tls.certs)
+	}
 	return nil
 }
 
