@@ -163,3 +163,18 @@ func TestTLSAndDeviceLogin(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 }
+
+// The scrape identity docs/OPERATIONS.md "Monitoring" makes with occ: a user
+// bound to metrics-reader cluster-wide; the role is refused within a
+// Namespace.
+func TestMetricsReaderBinding(t *testing.T) {
+	h := newHarness(t)
+	h.ok("namespace", "create", "team")
+	h.ok("user", "create", "prometheus")
+	r := h.run("-n", "team", "rolebinding", "create", "--role", "metrics-reader", "--user", "prometheus")
+	require.NotEqual(t, 0, r.code, "metrics-reader is not granted within a namespace")
+	h.ok("rolebinding", "create", "--role", "metrics-reader", "--cluster", "--user", "prometheus")
+	out := h.ok("rolebinding", "list")
+	require.Contains(t, out, "metrics-reader")
+	require.Contains(t, out, "user:prometheus")
+}

@@ -11,7 +11,7 @@ import (
 )
 
 func (a *app) roleBindingCmd() *cobra.Command {
-	c := &cobra.Command{Use: "rolebinding", Short: "Grant the built-in roles: viewer, deployer, admin (per namespace), cluster-admin",
+	c := &cobra.Command{Use: "rolebinding", Short: "Grant the built-in roles: viewer, deployer, admin (per namespace), cluster-admin, metrics-reader (cluster-wide)",
 		Example: "  occ -n team rolebinding create --role deployer --user alice\n  occ rolebinding list"}
 	list := &cobra.Command{Use: "list", Short: "List the role bindings you may view", Args: cobra.NoArgs,
 		Example: "  occ rolebinding list",
@@ -44,7 +44,7 @@ func (a *app) roleBindingCreateCmd() *cobra.Command {
 	var who bindingSubject
 	var cluster bool
 	c := &cobra.Command{Use: "create", Short: "Grant a role to a user, group or service principal", Args: cobra.NoArgs,
-		Example: "  occ -n team rolebinding create --role deployer --user alice\n  occ rolebinding create --role cluster-admin --group oidc:ops --cluster",
+		Example: "  occ -n team rolebinding create --role deployer --user alice\n  occ rolebinding create --role cluster-admin --group oidc:ops --cluster\n  occ rolebinding create --role metrics-reader --user prometheus --cluster",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req := wire.CreateRoleBinding{Role: role}
 			if !cluster {
@@ -59,11 +59,11 @@ func (a *app) roleBindingCreateCmd() *cobra.Command {
 			}, one(bindingTable))
 		}}
 	f := c.Flags()
-	f.StringVar(&role, "role", "", "viewer, deployer, admin or cluster-admin")
+	f.StringVar(&role, "role", "", "viewer, deployer, admin, cluster-admin or metrics-reader")
 	f.StringVar(&who.user, "user", "", "a user name (issuer users: oidc:<name>)")
 	f.StringVar(&who.group, "group", "", "a group name (issuer groups: oidc:<name>)")
 	f.StringVar(&who.sp, "service-principal", "", "a service principal of the namespace")
-	f.BoolVar(&cluster, "cluster", false, "grant cluster-wide (cluster-admin)")
+	f.BoolVar(&cluster, "cluster", false, "grant cluster-wide (cluster-admin, metrics-reader)")
 	return c
 }
 

@@ -112,7 +112,8 @@ type Config struct {
 	// RateLimits bounds callers' request rates (ratelimit.go); zero fields
 	// take the defaults.
 	RateLimits RateLimits
-	// Clock paces the rate limits; nil means time.Now.
+	// Clock paces the rate limits and dates the ages /metrics reports
+	// (oce_work_oldest_queued_seconds); nil means time.Now.
 	Clock func() time.Time
 }
 
@@ -164,11 +165,11 @@ func New(cfg Config, b Backend) http.Handler {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	s.metrics = newMetrics(reg, b)
 	clock := cfg.Clock
 	if clock == nil {
 		clock = time.Now
 	}
+	s.metrics = newMetrics(reg, b, clock)
 	s.limits, s.denials = newLimiter(cfg.RateLimits, clock), newDenialAudit(clock)
 	_ = reg.Register(s.limits.refused)
 	_ = reg.Register(s.denials.unrecorded)

@@ -36,16 +36,17 @@ const (
 	deployer     = "deployer"       // dan: deployer of team
 	otherAdmin   = "admin of other" // olga: admin of namespace other
 	clusterAdmin = "cluster-admin"  // carl
+	metrics      = "metrics-reader" // mia: metrics-reader, the scrape identity
 	revoked      = "revoked token"
 	expired      = "expired token"
 	forgedJWT    = "forged JWT"
 	wrongAudJWT  = "JWT for the wrong audience"
 )
 
-var callers = []string{anonymous, viewer, deployer, otherAdmin, clusterAdmin, revoked, expired, forgedJWT, wrongAudJWT}
+var callers = []string{anonymous, viewer, deployer, otherAdmin, clusterAdmin, metrics, revoked, expired, forgedJWT, wrongAudJWT}
 
 // authenticated are the callers whose credentials are valid.
-var authenticated = map[string]bool{viewer: true, deployer: true, otherAdmin: true, clusterAdmin: true}
+var authenticated = map[string]bool{viewer: true, deployer: true, otherAdmin: true, clusterAdmin: true, metrics: true}
 
 // Fixed ids the seed uses, so paths can name them.
 const (
@@ -73,7 +74,7 @@ type matrixRow struct {
 	attempts bool
 }
 
-var everyone = []string{viewer, deployer, otherAdmin, clusterAdmin}
+var everyone = []string{viewer, deployer, otherAdmin, clusterAdmin, metrics}
 var teamReaders = []string{viewer, deployer, clusterAdmin}
 
 func matrixRows() map[string]matrixRow {
@@ -82,11 +83,17 @@ func matrixRows() map[string]matrixRow {
 	doc := json.RawMessage(admission.ExampleEmbeddedAnthropic)
 	ca := []string{clusterAdmin}
 	return map[string]matrixRow{
-		"GET /metrics": {path: "/metrics", allowed: ca, ok: 200},
+		// The metrics-reader reads /metrics and, below, nothing else: every
+		// other route refuses it or lists it nothing.
+		"GET /metrics": {path: "/metrics", allowed: []string{clusterAdmin, metrics}, ok: 200,
+			check: func(t *testing.T, caller string, body []byte) {
+				require.Contains(t, string(body), "# TYPE oce_agents gauge")
+			}},
 
 		"GET /v1/namespaces": {path: "/v1/namespaces", allowed: everyone, ok: 200,
 			check: func(t *testing.T, caller string, body []byte) {
-				want := map[string][]string{viewer: {"team"}, deployer: {"team"}, otherAdmin: {"other"}, clusterAdmin: {"other", "team"}}
+				want := map[string][]string{viewer: {"team"}, deployer: {"team"}, otherAdmin: {"other"}, clusterAdmin: {"other", "team"},
+					metrics: nil}
 				require.ElementsMatch(t, want[caller], names(t, body), "namespaces listed to %s", caller)
 			}},
 		"POST /v1/namespaces":     {path: "/v1/namespaces", body: obj(`{"name":"fresh"}`), allowed: ca, ok: 201},
@@ -176,8 +183,8 @@ func matrixRows() map[string]matrixRow {
 		"GET /v1/work": {path: "/v1/work", allowed: everyone, ok: 200,
 			check: func(t *testing.T, caller string, body []byte) {
 				n := len(items(t, body))
-				if caller == otherAdmin {
-					require.Zero(t, n, "another namespace's admin sees no work of team")
+				if caller == otherAdmin || caller == metrics {
+					require.Zero(t, n, "%s sees no work of team", caller)
 				} else {
 					require.Positive(t, n)
 				}
@@ -185,6 +192,9 @@ func matrixRows() map[string]matrixRow {
 		"GET /v1/work/{id}": {path: "/v1/work/" + seedWorkID, allowed: teamReaders, ok: 200, denied: 404},
 		"GET /v1/audit": {path: "/v1/audit", allowed: everyone, ok: 200,
 			check: func(t *testing.T, caller string, body []byte) {
+				if caller == metrics {
+					require.Empty(t, items(t, body), "the metrics-reader reads no audit record")
+				}
 				for _, it := range items(t, body) {
 					rec := it.(map[string]any)
 					res, _ := rec["resource"].(string)
@@ -228,7 +238,7 @@ func matrixRows() map[string]matrixRow {
 		// Team's viewers and deployers see the binding but may not remove
 		// it; another namespace's admin does not see it at all.
 		"DELETE /v1/rolebindings/{id}": {path: "/v1/rolebindings/" + seedBindingID, allowed: ca, ok: 200,
-			except: map[string]int{otherAdmin: 404}},
+			except: map[string]int{otherAdmin: 404, metrics: 404}},
 		"GET /v1/restrictions":           {path: "/v1/restrictions", allowed: ca, ok: 200},
 		"PUT /v1/restrictions/{name}":    {path: "/v1/restrictions/new", body: obj(`{"policy":"forbid (principal, action == Action::\"StopAgent\", resource);"}`), allowed: ca, ok: 201},
 		"DELETE /v1/restrictions/{name}": {path: "/v1/restrictions/existing", allowed: ca, ok: 200},
@@ -274,7 +284,7 @@ type credentials struct {
 
 func newCredentials(t *testing.T) *credentials {
 	c := &credentials{tokens: map[string]authn.Minted{}, jwts: map[string]string{}}
-	for _, k := range []string{viewer, deployer, otherAdmin, clusterAdmin, revoked, expired, "temp"} {
+	for _, k := range []string{viewer, deployer, otherAdmin, clusterAdmin, metrics, revoked, expired, "temp"} {
 		m, err := authn.Mint()
 		require.NoError(t, err)
 		c.tokens[k] = m
@@ -348,7 +358,7 @@ func newMatrixFixture(t *testing.T, c *credentials) *matrixFixture {
 		ConfigurationGeneration: 1, Harness: out.Harness, Mode: out.Mode, ComputeID: "memory", HarnessAuth: auth,
 		ServicePrincipalID: "sp-team"}})
 	users := map[string]string{viewer: "vera", deployer: "dan", otherAdmin: "olga", clusterAdmin: "carl",
-		revoked: "rex", expired: "eve", "temp": "temp"}
+		metrics: "mia", revoked: "rex", expired: "eve", "temp": "temp"}
 	for caller, name := range users {
 		must(state.CmdCreateUser, state.CreateUser{ID: "u-" + name, Name: name})
 		exp := now.Add(time.Hour)
@@ -367,6 +377,7 @@ func newMatrixFixture(t *testing.T, c *credentials) *matrixFixture {
 	bind("b-dan", state.RoleDeployer, "ns-team", state.PrincipalUser, "dan")
 	bind("b-olga", state.RoleAdmin, "ns-other", state.PrincipalUser, "olga")
 	bind("b-carl", state.RoleClusterAdmin, "", state.PrincipalUser, "carl")
+	bind("b-mia", state.RoleMetricsReader, "", state.PrincipalUser, "mia")
 	// The revoked and expired tokens' users were admins: only the token
 	// keeps them out.
 	bind("b-rex", state.RoleClusterAdmin, "", state.PrincipalUser, "rex")

@@ -471,7 +471,7 @@ func (s *server) createRoleBinding(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	if !state.ValidRole(req.Role) {
-		return invalid("role %q is not one of viewer, deployer, admin, cluster-admin", req.Role)
+		return invalid("role %q is not one of viewer, deployer, admin, cluster-admin, metrics-reader", req.Role)
 	}
 	switch req.Subject.Kind {
 	case state.PrincipalUser, state.SubjectGroup:

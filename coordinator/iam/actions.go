@@ -5,7 +5,8 @@ type Action string
 
 // Action groups: the built-in roles grant a group per Namespace (viewer:
 // view; deployer: view and operate; admin: all three); cluster-admin grants
-// everything; every authenticated principal has the authenticated group.
+// everything, metrics-reader only ViewMetrics; every authenticated
+// principal has the authenticated group.
 const (
 	GroupView          Action = "view"
 	GroupOperate       Action = "operate"

@@ -16,8 +16,10 @@ import (
 )
 
 // rolePolicies are the built-in roles. A principal's role bindings become
-// its parents (Role::"<namespace>/viewer" …, Role::"cluster-admin"); admin
-// implies deployer implies viewer, so an admin's parents hold all three.
+// its parents (Role::"<namespace>/viewer" …, Role::"cluster-admin",
+// Role::"metrics-reader"); admin implies deployer implies viewer, so an
+// admin's parents hold all three. metrics-reader grants ViewMetrics only:
+// a scrape token that can read no Namespace's resources.
 const rolePolicies = `@id("role:viewer")
 permit (principal, action in Action::"view", resource)
 when { resource has namespace && principal in resource.namespace.viewers };
@@ -32,6 +34,9 @@ when { resource has namespace && principal in resource.namespace.admins };
 
 @id("role:cluster-admin")
 permit (principal in Role::"cluster-admin", action, resource);
+
+@id("role:metrics-reader")
+permit (principal in Role::"metrics-reader", action == Action::"ViewMetrics", resource);
 
 @id("authenticated")
 permit (principal, action in Action::"authenticated", resource);
@@ -51,9 +56,11 @@ var (
 // clusterAdminRole is the role entity of cluster-admin.
 var clusterAdminRole = types.NewEntityUID(etRole, "cluster-admin")
 
+// roleUID is a bound role's entity: Role::"<name>" for the cluster-wide
+// roles, Role::"<namespace>/<name>" for the others.
 func roleUID(ns, role string) types.EntityUID {
-	if role == state.RoleClusterAdmin {
-		return clusterAdminRole
+	if state.ClusterRole(role) {
+		return types.NewEntityUID(etRole, types.String(role))
 	}
 	return types.NewEntityUID(etRole, types.String(ns+"/"+role))
 }
@@ -173,8 +180,8 @@ func (c *Cedar) compile() *compiled {
 	cc := &compiled{bindings: map[string][]types.EntityUID{}, byAction: map[Action][]policyEntry{}}
 	for _, b := range c.m.RoleBindings() {
 		key := b.SubjectKind + ":" + b.Subject
-		if b.Role == state.RoleClusterAdmin {
-			cc.bindings[key] = append(cc.bindings[key], clusterAdminRole)
+		if state.ClusterRole(b.Role) {
+			cc.bindings[key] = append(cc.bindings[key], roleUID("", b.Role))
 			continue
 		}
 		ns, ok := c.m.Namespace(b.NamespaceID)

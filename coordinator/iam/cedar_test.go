@@ -30,13 +30,13 @@ func (f *fixture) apply(typ state.Named, payload any) any {
 }
 
 // newFixture: Namespaces a and b; alice admin of a, bob viewer of a, carol
-// deployer of a via group ops, dave cluster-admin; ci a service principal
-// of a with deployer.
+// deployer of a via group ops, dave cluster-admin, mia metrics-reader (the
+// scrape identity); ci a service principal of a with deployer.
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, m: state.NewMachine()}
 	f.apply(state.CmdCreateNamespace, state.CreateNamespace{ID: "nsa", Name: "a"})
 	f.apply(state.CmdCreateNamespace, state.CreateNamespace{ID: "nsb", Name: "b"})
-	for i, u := range []string{"alice", "bob", "carol", "dave"} {
+	for i, u := range []string{"alice", "bob", "carol", "dave", "mia"} {
 		f.apply(state.CmdCreateUser, state.CreateUser{ID: "u" + string(rune('0'+i)), Name: u})
 	}
 	f.apply(state.CmdCreateServicePrincipal, state.CreateServicePrincipal{ID: "sp1", NamespaceID: "nsa", Name: "ci"})
@@ -48,6 +48,7 @@ func newFixture(t *testing.T) *fixture {
 	bind("b3", state.RoleDeployer, "nsa", state.SubjectGroup, "ops")
 	bind("b4", state.RoleClusterAdmin, "", state.PrincipalUser, "dave")
 	bind("b5", state.RoleDeployer, "nsa", state.PrincipalServicePrincipal, "sp1")
+	bind("b6", state.RoleMetricsReader, "", state.PrincipalUser, "mia")
 	return f
 }
 
@@ -88,6 +89,14 @@ func TestRoles(t *testing.T) {
 		{"own tokens", user("bob"), iam.ManageTokens, iam.Resource{Type: iam.TypeUser, Name: "bob"}, true},
 		{"not others' tokens", user("bob"), iam.ManageTokens, iam.Resource{Type: iam.TypeUser, Name: "alice"}, false},
 		{"anyone reads the installation", user("nobody"), iam.ViewInstallation, iam.ClusterRes(), true},
+		{"metrics-reader reads metrics", user("mia"), iam.ViewMetrics, iam.ClusterRes(), true},
+		{"metrics-reader does not view the cluster", user("mia"), iam.ViewCluster, iam.ClusterRes(), false},
+		{"metrics-reader reads no audit", user("mia"), iam.ViewAudit, iam.ClusterRes(), false},
+		{"metrics-reader views no agent", user("mia"), iam.ViewAgent, agentA, false},
+		{"metrics-reader views no namespace", user("mia"), iam.ViewNamespace, iam.NamespaceRes("a"), false},
+		{"metrics-reader administers nothing", user("mia"), iam.AdministerCluster, iam.ClusterRes(), false},
+		{"a namespace admin reads no metrics", user("alice"), iam.ViewMetrics, iam.ClusterRes(), false},
+		{"cluster-admin reads metrics", user("dave"), iam.ViewMetrics, iam.ClusterRes(), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dec, err := d.Authorize(context.Background(), iam.Request{Principal: tc.p, Action: tc.act, Resource: tc.res})

@@ -1,13 +1,16 @@
 package server
 
 import (
+	"crypto/x509"
 	"fmt"
+	"math"
 	"time"
 
 	gometrics "github.com/hashicorp/go-metrics/compat"
 	gmprometheus "github.com/hashicorp/go-metrics/compat/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"oce.dev/oce/coordinator/certs"
 	"oce.dev/oce/coordinator/store"
 )
 
@@ -59,4 +62,31 @@ func registerStoreMetrics(reg *prometheus.Registry, st *store.Store) {
 		c("oce_store_propose_failures_total", "Proposals that failed for want of leadership.", func(s store.Stats) float64 { return float64(s.ProposeFailures) }),
 		c("oce_store_leaderships_total", "Terms in which this node ran leader work.", func(s store.Stats) float64 { return float64(s.Leaderships) }),
 	)
+}
+
+// registerCertMetrics exports the expiry of the certificate this member
+// serves now (the reloader's current pair: a rotated Secret shows at the
+// next check), so an alert can fire before it lapses. The certificate is
+// parsed once per load by crypto/tls; a scrape reads a field.
+func registerCertMetrics(reg prometheus.Registerer, rl *certs.Reloader) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "oce_tls_certificate_expiry_timestamp_seconds",
+		Help: "NotAfter of the certificate this member serves (API and Raft), in Unix seconds."},
+		func() float64 { return notAfter(rl) }))
+}
+
+// notAfter is the serving certificate's NotAfter in Unix seconds; NaN (no
+// alert compares true with it) when there is none to read.
+func notAfter(rl *certs.Reloader) float64 {
+	c := rl.Certificate()
+	if c == nil || len(c.Certificate) == 0 {
+		return math.NaN()
+	}
+	leaf := c.Leaf
+	if leaf == nil {
+		var err error
+		if leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+			return math.NaN()
+		}
+	}
+	return float64(leaf.NotAfter.Unix())
 }

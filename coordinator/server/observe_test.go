@@ -90,7 +90,8 @@ func TestOneAssemblyObservability(t *testing.T) {
 
 	body := scrape(t, d)
 	for _, want := range []string{"oce_raft_state_leader", "oce_raft_leader 1", "oce_raft_applied_index",
-		"oce_api_requests_total", "oce_work_items"} {
+		"oce_api_requests_total", "oce_work_items", "oce_agents{state=\"serving\"} 0",
+		"# TYPE oce_tls_certificate_expiry_timestamp_seconds gauge"} {
 		require.Contains(t, body, want)
 	}
 	cancel()

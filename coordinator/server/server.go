@@ -390,6 +390,9 @@ func (n *node) openStore(context.Context) error {
 	}
 	n.st = st
 	registerStoreMetrics(n.cfg.Metrics, st)
+	if n.tls != nil {
+		registerCertMetrics(n.cfg.Metrics, n.tls.certs)
+	}
 	return nil
 }
 

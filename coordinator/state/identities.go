@@ -23,12 +23,14 @@ const (
 )
 
 // Built-in roles. Viewer, deployer and admin are granted per Namespace;
-// cluster-admin is cluster-wide.
+// cluster-admin and metrics-reader are cluster-wide. A metrics-reader may
+// read /metrics and nothing else: the identity a Prometheus scrape uses.
 const (
-	RoleViewer       = "viewer"
-	RoleDeployer     = "deployer"
-	RoleAdmin        = "admin"
-	RoleClusterAdmin = "cluster-admin"
+	RoleViewer        = "viewer"
+	RoleDeployer      = "deployer"
+	RoleAdmin         = "admin"
+	RoleClusterAdmin  = "cluster-admin"
+	RoleMetricsReader = "metrics-reader"
 )
 
 // User is a local user; its tokens are minted by the coordinator. Users
@@ -201,7 +203,9 @@ var (
 	identName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 	groupName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9@._:/-]{0,254}$`)
 	hexHash   = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	roles     = map[string]bool{RoleViewer: true, RoleDeployer: true, RoleAdmin: true, RoleClusterAdmin: true}
+	roles     = map[string]bool{RoleViewer: true, RoleDeployer: true, RoleAdmin: true, RoleClusterAdmin: true,
+		RoleMetricsReader: true}
+	clusterRoles = map[string]bool{RoleClusterAdmin: true, RoleMetricsReader: true}
 )
 
 // changesIdentities lists the commands after which IdentityGeneration moves
@@ -214,6 +218,10 @@ var changesIdentities = nameSet(CmdCreateUser, CmdDeleteUser, CmdCreateServicePr
 
 // ValidRole reports whether r is a built-in role.
 func ValidRole(r string) bool { return roles[r] }
+
+// ClusterRole reports whether r is granted cluster-wide (a binding names
+// no Namespace) rather than within one Namespace.
+func ClusterRole(r string) bool { return clusterRoles[r] }
 
 // ValidGroupName reports whether g is a usable group (or external user) name.
 func ValidGroupName(g string) bool { return groupName.MatchString(g) }
@@ -509,8 +517,8 @@ func applyCreateRoleBinding(d *data, c Command, p CreateRoleBinding) (RoleBindin
 	if p.ID == "" || !roles[p.Role] {
 		return RoleBinding{}, fmt.Errorf("%w: id and a built-in role are required", ErrInvalid)
 	}
-	if (p.Role == RoleClusterAdmin) != (p.NamespaceID == "") {
-		return RoleBinding{}, fmt.Errorf("%w: cluster-admin is granted without a namespace, every other role within one", ErrInvalid)
+	if clusterRoles[p.Role] != (p.NamespaceID == "") {
+		return RoleBinding{}, fmt.Errorf("%w: cluster-admin and metrics-reader are granted without a namespace, every other role within one", ErrInvalid)
 	}
 	if p.NamespaceID != "" {
 		if _, ok := d.namespaces[p.NamespaceID]; !ok {

@@ -111,6 +111,7 @@ func TestIdentityCommandsRefuse(t *testing.T) {
 		"token too long":                {CmdCreateToken, CreateToken{ID: "t9", PrincipalKind: PrincipalUser, PrincipalID: "u1", Hash: "1111111111111111111111111111111111111111111111111111111111111111", ExpiresAt: at.Add(MaxTokenLifetime + time.Hour)}, ErrInvalid},
 		"revoke twice":                  {CmdRevokeToken, RevokeToken{TokenID: "t1"}, ErrConflict},
 		"cluster-admin in a namespace":  {CmdCreateRoleBinding, CreateRoleBinding{ID: "b9", Role: RoleClusterAdmin, NamespaceID: "ns1", SubjectKind: PrincipalUser, Subject: "x"}, ErrInvalid},
+		"metrics-reader in a namespace": {CmdCreateRoleBinding, CreateRoleBinding{ID: "b9", Role: RoleMetricsReader, NamespaceID: "ns1", SubjectKind: PrincipalUser, Subject: "x"}, ErrInvalid},
 		"namespace role without one":    {CmdCreateRoleBinding, CreateRoleBinding{ID: "b9", Role: RoleViewer, SubjectKind: PrincipalUser, Subject: "x"}, ErrInvalid},
 		"duplicate binding":             {CmdCreateRoleBinding, CreateRoleBinding{ID: "b9", Role: RoleAdmin, NamespaceID: "ns1", SubjectKind: PrincipalUser, Subject: "alice"}, ErrConflict},
 		"delete a principal in use":     {CmdDeleteServicePrincipal, DeleteServicePrincipal{ServicePrincipalID: "sp-bot"}, ErrConflict},

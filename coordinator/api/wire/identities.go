@@ -9,12 +9,14 @@ const (
 	SubjectGroup              = "group"
 )
 
-// Built-in roles.
+// Built-in roles. cluster-admin and metrics-reader are granted cluster-wide
+// (a binding without a namespace); metrics-reader reads /metrics only.
 const (
-	RoleViewer       = "viewer"
-	RoleDeployer     = "deployer"
-	RoleAdmin        = "admin"
-	RoleClusterAdmin = "cluster-admin"
+	RoleViewer        = "viewer"
+	RoleDeployer      = "deployer"
+	RoleAdmin         = "admin"
+	RoleClusterAdmin  = "cluster-admin"
+	RoleMetricsReader = "metrics-reader"
 )
 
 // Audit outcomes.
@@ -120,7 +122,7 @@ type Subject struct {
 type RoleBinding struct {
 	ID        string    `json:"id"`
 	Role      string    `json:"role"`
-	Namespace string    `json:"namespace,omitempty"` // empty exactly for cluster-admin
+	Namespace string    `json:"namespace,omitempty"` // empty exactly for cluster-admin and metrics-reader
 	Subject   Subject   `json:"subject"`
 	CreatedAt time.Time `json:"createdAt"`
 	CreatedBy string    `json:"createdBy,omitempty"`
