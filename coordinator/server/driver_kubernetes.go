@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -123,15 +125,57 @@ func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), permissionCheckTimeout)
 	defer cancel()
-	if err := kubernetes.CheckPermissions(ctx, client); err != nil {
-		return nil, err
-	}
-	// The identity the driver binds its namespaced Role to in each
-	// namespace it creates (least privilege, docs/kubernetes.md "RBAC").
-	if kcfg.Subject, err = kubernetes.Identity(ctx, client); err != nil {
+	if kcfg.Subject, err = startChecks(ctx, client, kcfg.Logger, PermissionSettle, permissionRetryMin); err != nil {
 		return nil, err
 	}
 	return kubernetes.New(kcfg, client)
+}
+
+// Start-time checks: RBAC applied beside the coordinator takes effect a
+// moment later; for PermissionSettle a denial is asked again, starting
+// permissionRetryMin apart.
+const (
+	PermissionSettle   = 10 * time.Second
+	permissionRetryMin = 250 * time.Millisecond
+)
+
+// startChecks asks whether the driver's identity holds every permission it
+// needs, and who it is (the identity the driver binds its namespaced Role
+// to in each namespace it creates: least privilege, docs/kubernetes.md
+// "RBAC"). RBAC objects applied with the coordinator (the bundle, a chart)
+// take effect asynchronously, so a denial or an API error is asked again,
+// with backoff, for settle: a start in the same apply as its
+// ClusterRoleBinding must not crash-loop. Then the last complete answer is
+// returned.
+func startChecks(ctx context.Context, client k8s.Interface, log *slog.Logger, settle, pause time.Duration) (rbacv1.Subject, error) {
+	deadline := time.Now().Add(settle)
+	var last error
+	for {
+		err := kubernetes.CheckPermissions(ctx, client)
+		if err == nil {
+			sub, ierr := kubernetes.Identity(ctx, client)
+			if ierr == nil {
+				return sub, nil
+			}
+			err = ierr
+		}
+		if ctx.Err() != nil && last != nil {
+			return rbacv1.Subject{}, last // the deadline cut this attempt short
+		}
+		last = err
+		if time.Now().Add(pause).After(deadline) {
+			return rbacv1.Subject{}, last
+		}
+		if log != nil {
+			log.Warn("kubernetes driver: start checks not passed yet; asking again", "error", err.Error(), "retry_ms", pause.Milliseconds())
+		}
+		select {
+		case <-ctx.Done():
+			return rbacv1.Subject{}, last
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
 }
 
 // kubernetesConfigFromEnv reads the driver's settings: images, storage

@@ -1,12 +1,22 @@
 package server
 
 import (
+	"context"
 	"maps"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"oce.dev/oce/coordinator/compute/kubernetes"
 )
@@ -139,4 +149,45 @@ current-context: x
 	_, err = newKubernetesDriver(Config{})
 	require.Equal(t, kubernetes.CodeBadNodeSelector, StartCode(err))
 	require.Contains(t, err.Error(), envNodeSelector)
+}
+
+// A start in the same apply as its RBAC: denials while the binding takes
+// effect are asked again; a denial that lasts the settle time is the
+// answer, naming what is missing.
+func TestStartChecksWaitForRBAC(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		denyFor  int // access reviews denied before RBAC takes effect
+		wantErr  bool
+		wantUser string
+	}{
+		{name: "effective at once", denyFor: 0, wantUser: "oce-coordinator"},
+		{name: "effective a moment later", denyFor: 9, wantUser: "oce-coordinator"},
+		{name: "never bound", denyFor: 1 << 30, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewClientset(&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: kubernetes.NamespaceRole},
+				Rules: kubernetes.NamespaceRoleRules()})
+			var reviews atomic.Int64
+			cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+				r.Status.Allowed = reviews.Add(1) > int64(tc.denyFor)
+				return true, r, nil
+			})
+			cs.PrependReactor("create", "selfsubjectreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				r := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.SelfSubjectReview)
+				r.Status.UserInfo.Username = "system:serviceaccount:oce-system:oce-coordinator"
+				return true, r, nil
+			})
+			sub, err := startChecks(context.Background(), cs, nil, 2*time.Second, 5*time.Millisecond)
+			if tc.wantErr {
+				require.ErrorIs(t, err, kubernetes.ErrMissingPermission)
+				require.Equal(t, CodeMissingPermission, StartCode(err))
+				require.Greater(t, reviews.Load(), int64(len(kubernetes.ClusterPermissions)), "asked again before answering")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.wantUser, sub.Name)
+		})
+	}
 }
