@@ -572,3 +572,45 @@ func TestAdvertiseByName(t *testing.T) {
 	defer ip.Close()
 	require.Equal(t, "127.0.0.1:7300", ip.Addr().String())
 }
+
+// A member's own DNS name published after its process started: the
+// advertise address is asked again until it resolves, within the wait; a
+// name that never resolves fails the start, an IP is never retried.
+func TestAdvertiseResolvesLate(t *testing.T) {
+	orig := resolveTCP
+	t.Cleanup(func() { resolveTCP = orig })
+	for _, tc := range []struct {
+		name      string
+		addr      string
+		failFirst int
+		wantErr   bool
+		wantCalls int
+	}{
+		{name: "published a moment later", addr: "oce-coordinator-1.oce-coordinator:7300", failFirst: 3, wantCalls: 4},
+		{name: "never published", addr: "oce-coordinator-1.oce-coordinator:7300", failFirst: 1 << 30, wantErr: true},
+		{name: "an IP is not retried", addr: "10.0.0.1:7300", failFirst: 1 << 30, wantErr: true, wantCalls: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			resolveTCP = func(network, addr string) (*net.TCPAddr, error) {
+				calls++
+				if calls <= tc.failFirst {
+					return nil, &net.DNSError{Err: "no such host", Name: addr, IsNotFound: true}
+				}
+				return &net.TCPAddr{IP: net.IPv4(10, 232, 0, 4), Port: 7300}, nil
+			}
+			a, err := resolveAdvertise(tc.addr, 2*time.Second)
+			if tc.wantErr {
+				require.Error(t, err)
+			} else {
+				require.NoError(t, err)
+				require.Equal(t, "10.232.0.4:7300", a.String())
+			}
+			if tc.wantCalls > 0 {
+				require.Equal(t, tc.wantCalls, calls)
+			} else {
+				require.Greater(t, calls, 3, "asked again until the wait ended")
+			}
+		})
+	}
+}

@@ -39,7 +39,7 @@ func newStreamLayer(bind, advertise string, rt *RaftTLS) (*streamLayer, error) {
 	}
 	s := &streamLayer{ln: ln, advertise: ln.Addr(), tls: rt}
 	if advertise != "" {
-		a, err := net.ResolveTCPAddr("tcp", advertise)
+		a, err := resolveAdvertise(advertise, AdvertiseResolveWait)
 		if err != nil {
 			_ = ln.Close()
 			return nil, fmt.Errorf("raft advertise %s: %w", advertise, err)
@@ -62,6 +62,31 @@ func newStreamLayer(bind, advertise string, rt *RaftTLS) (*streamLayer, error) {
 		s.localIP = ta.IP
 	}
 	return s, nil
+}
+
+// AdvertiseResolveWait bounds the wait for an advertised DNS name to
+// resolve at start: a StatefulSet member's own name is published (the
+// headless Service's endpoints, then the cluster DNS) a few seconds after
+// its Pod got an address, and the process may start before that.
+const AdvertiseResolveWait = 60 * time.Second
+
+// resolveTCP is net.ResolveTCPAddr (tests stand in a slow DNS).
+var resolveTCP = net.ResolveTCPAddr
+
+// resolveAdvertise resolves advertise, asking again for a DNS name that
+// does not resolve yet, up to wait.
+func resolveAdvertise(advertise string, wait time.Duration) (*net.TCPAddr, error) {
+	host, _, _ := net.SplitHostPort(advertise)
+	deadline := time.Now().Add(wait)
+	pause := 100 * time.Millisecond
+	for {
+		a, err := resolveTCP("tcp", advertise)
+		if err == nil || net.ParseIP(host) != nil || time.Now().Add(pause).After(deadline) {
+			return a, err
+		}
+		time.Sleep(pause) // no context at start: bounded by wait
+		pause = min(2*pause, 2*time.Second)
+	}
 }
 
 // Dial implements raft.StreamLayer.
