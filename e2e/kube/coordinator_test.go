@@ -27,7 +27,11 @@ func TestCoordinatorFromTheBundle(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, pods.Items, coordinatorReplicas)
 	for _, p := range pods.Items {
-		require.Zero(t, p.Status.ContainerStatuses[0].RestartCount, "%s never restarted", p.Name)
+		if cs := p.Status.ContainerStatuses[0]; cs.RestartCount > 0 {
+			prev, err := cluster.Logs(t.Context(), SystemNS, p.Name, cs.Name, true)
+			require.Zero(t, cs.RestartCount, "%s never restarted; it last ended %+v (%v), its log:\n%s",
+				p.Name, cs.LastTerminationState.Terminated, err, tail(prev, 6000))
+		}
 		sup, _ := podMemory(t, "coordinator Pod "+p.Name, &p)
 		require.Positive(t, sup)
 	}

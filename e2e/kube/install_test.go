@@ -394,6 +394,13 @@ func dumpState(ctx context.Context) string {
 				logs, err := cluster.Logs(ctx, ns, p.Name, ctr.Name, false)
 				fmt.Fprintf(&b, "--- %s/%s %s (%v)\n%s\n", ns, p.Name, ctr.Name, err, tail(logs, 4000))
 			}
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.RestartCount > 0 { // why the last instance ended
+					logs, err := cluster.Logs(ctx, ns, p.Name, cs.Name, true)
+					fmt.Fprintf(&b, "--- %s/%s %s, previous instance (%v; last state %+v)\n%s\n", ns, p.Name, cs.Name, err,
+						cs.LastTerminationState.Terminated, tail(logs, 4000))
+				}
+			}
 		}
 	}
 	return b.String()
