@@ -11,10 +11,23 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"oce.dev/oce/coordinator/state"
 )
+
+// countReads counts the GETs and LISTs cs serves from now on.
+func countReads(cs *fake.Clientset) *atomic.Int64 {
+	var reads atomic.Int64
+	cs.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if v := a.GetVerb(); v == "get" || v == "list" {
+			reads.Add(1)
+		}
+		return false, nil, nil
+	})
+	return &reads
+}
 
 // The observation cache answers an at-rest Agent without a request, yields
 // every other verdict to the API server, and stops being trusted after a
@@ -33,13 +46,7 @@ func TestObserveCache(t *testing.T) {
 			d, cs, _ := newFakeStatus(t)
 			d.cfg.ObserveCache = tc.cache
 			t.Cleanup(d.Close)
-			var reads atomic.Int64
-			cs.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-				if v := a.GetVerb(); v == "get" || v == "list" {
-					reads.Add(1)
-				}
-				return false, nil, nil
-			})
+			reads := countReads(cs)
 			r1 := embeddedRev("r1")
 			require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: r1.NamespaceID}))
 			require.NoError(t, d.PrepareRevision(ctx, r1))
@@ -131,13 +138,7 @@ func TestObserveCacheDedicated(t *testing.T) {
 	d, cs, st := newFakeStatus(t)
 	d.cfg.ObserveCache = true
 	t.Cleanup(d.Close)
-	var reads atomic.Int64
-	cs.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if v := a.GetVerb(); v == "get" || v == "list" {
-			reads.Add(1)
-		}
-		return false, nil, nil
-	})
+	reads := countReads(cs)
 	rd := dedicatedRev("d1")
 	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: rd.NamespaceID}))
 	require.NoError(t, d.PrepareRevision(ctx, rd))
