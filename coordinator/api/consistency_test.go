@@ -190,3 +190,32 @@ func TestFollowerCatchesUpBeforeNotFound(t *testing.T) {
 	require.Equal(t, 200, r.status, "%s", r.body)
 	require.Equal(t, "late", r.json(t)["name"])
 }
+
+// noLeaderKnown is a member that may serve reads but knows no leader commit
+// index (a partition, a restart before the leader's first contact).
+type noLeaderKnown struct{ *apitest.Backend }
+
+func (noLeaderKnown) LeaderCommit() (uint64, bool) { return 0, false }
+
+// TestCannotTellIsNotNotFound: a member that cannot know whether it is
+// current answers a miss with NOT_READY (retryable elsewhere), never
+// NOT_FOUND for what the cluster may hold — reads and writes alike; ?stale
+// asked for its state as it is.
+func TestCannotTellIsNotNotFound(t *testing.T) {
+	b := apitest.New()
+	srv := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()}, noLeaderKnown{b}))
+	t.Cleanup(srv.Close)
+	e := &env{t: t, b: b, srv: srv}
+	e.seed()
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/v1/namespaces/team/agents/nobody"},
+		{"GET", "/v1/namespaces/elsewhere/agents/bot"},
+		{"POST", "/v1/namespaces/elsewhere/agents/bot/deploy"},
+	} {
+		r := e.send(tc.method, tc.path, map[string]any{}, nil)
+		require.Equal(t, 503, r.status, "%s %s: %s", tc.method, tc.path, r.body)
+		require.Equal(t, "NOT_READY", r.errCode(t))
+	}
+	require.Equal(t, 404, e.send("GET", "/v1/namespaces/team/agents/nobody?stale", nil, nil).status)
+	require.Equal(t, 200, e.send("GET", "/v1/namespaces/team/agents/bot", nil, nil).status, "what it holds it serves")
+}

@@ -105,7 +105,7 @@ func (s *server) credentialFor(r *http.Request, act iam.Action) (state.Namespace
 		return ns, c, err
 	}
 	if !ok {
-		return ns, c, notFound("credential source %q not found in namespace %q", ref, ns.Name)
+		return ns, c, s.missing(r.Context(), notFound("credential source %q not found in namespace %q", ref, ns.Name))
 	}
 	return ns, c, nil
 }

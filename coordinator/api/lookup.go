@@ -57,6 +57,25 @@ func (s *server) caughtUp(ctx context.Context) bool {
 	return err == nil && pos.AppliedIndex() > before
 }
 
+// missing is the answer for a name the state does not hold: NOT_FOUND when
+// this member knows it is current (it applied what the cluster committed
+// as it knows it, or the caller asked for its state as it is), NOT_READY
+// when it cannot tell — no leader commit index known (no leader, a member
+// just restarted and not yet contacted): what it lacks may exist.
+func (s *server) missing(ctx context.Context, nf *Error) error {
+	if m, ok := ctx.Value(readModeKey{}).(readMode); ok && m.stale {
+		return nf
+	}
+	pos, ok := s.b.(Positions)
+	if !ok {
+		return nf
+	}
+	if _, known := pos.LeaderCommit(); !known {
+		return notReady("this member cannot tell whether it exists ("+nf.Message+"): no fresh commit index from a leader", pos)
+	}
+	return nf
+}
+
 // namespace resolves the request's {ns} for a caller who may view it
 // (authz.go: visible).
 func (s *server) namespace(r *http.Request) (state.Namespace, error) {
@@ -79,7 +98,7 @@ func (s *server) namespaceIn(ctx context.Context, ref string) (state.Namespace, 
 			return ns, nil
 		}
 	}
-	return state.Namespace{}, notFound("namespace %q not found", ref)
+	return state.Namespace{}, s.missing(ctx, notFound("namespace %q not found", ref))
 }
 
 func (s *server) configurationRef(ns state.Namespace, ref string) (state.Configuration, error) {
@@ -98,7 +117,7 @@ func (s *server) configurationRef(ns state.Namespace, ref string) (state.Configu
 			return c, nil
 		}
 	}
-	return state.Configuration{}, notFound("configuration %q not found in namespace %q", ref, ns.Name)
+	return state.Configuration{}, s.missing(context.Background(), notFound("configuration %q not found in namespace %q", ref, ns.Name))
 }
 
 func (s *server) agentRef(ctx context.Context, ns state.Namespace, ref string) (state.Agent, error) {
@@ -117,7 +136,7 @@ func (s *server) agentRef(ctx context.Context, ns state.Namespace, ref string) (
 			return a, nil
 		}
 	}
-	return state.Agent{}, notFound("agent %q not found in namespace %q", ref, ns.Name)
+	return state.Agent{}, s.missing(ctx, notFound("agent %q not found in namespace %q", ref, ns.Name))
 }
 
 // agent resolves {ns} and {agent}.

@@ -225,7 +225,8 @@ func (cc *chaosClient) deploy(ctx context.Context, agent string) {
 	for time.Now().Before(deadline) {
 		var m client.Meta
 		rctx, cancel := context.WithTimeout(client.WithMeta(client.WithIdempotencyKey(ctx, key), &m), chaosRequest)
-		res, err := cc.client(cc.member()).Deploy(rctx, workloadNS, agent, wire.Deploy{})
+		n := cc.member()
+		res, err := cc.client(n).Deploy(rctx, workloadNS, agent, wire.Deploy{})
 		cancel()
 		if err == nil {
 			cc.h.add(cc.id, in, call, opOutput{known: true, number: res.Number}, cc.h.now())
@@ -235,7 +236,7 @@ func (cc *chaosClient) deploy(ctx context.Context, agent string) {
 			return
 		}
 		if !retryable(err) {
-			cc.violations = append(cc.violations, fmt.Sprintf("deploy %s (key %s) refused: %v", agent, key, err))
+			cc.violations = append(cc.violations, fmt.Sprintf("deploy %s (key %s) refused by %s at index %d: %v", agent, key, n.ID, m.Index, err))
 			break
 		}
 		time.Sleep(20 * time.Millisecond) // pacing between members, not a wait for an event
