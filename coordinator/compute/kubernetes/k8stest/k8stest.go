@@ -323,8 +323,10 @@ func (e *Env) bootstrap(ctx context.Context, scPath string) error {
 	if _, err := e.Client.StorageV1().StorageClasses().Create(ctx, &sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("storage class: %w", err)
 	}
-	caps := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceEphemeralStorage: resource.MustParse("1Ti")}
+	// Large enough for the scale benchmarks' hundreds of Agents (kwok runs
+	// nothing: the figures are the scheduler's bookkeeping only).
+	caps := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2000"), corev1.ResourceMemory: resource.MustParse("16Ti"),
+		corev1.ResourcePods: resource.MustParse("5000"), corev1.ResourceEphemeralStorage: resource.MustParse("1Pi")}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: NodeName,
 			Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
