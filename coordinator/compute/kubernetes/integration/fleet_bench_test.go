@@ -67,8 +67,9 @@ func newFleet(b testing.TB, n, namespaces int, cache bool) *fleet {
 }
 
 // deployAll admits one revision per Agent at once and waits until every
-// one is active.
-func (f *fleet) deployAll(b testing.TB) time.Duration {
+// one is active or its work failed (what a starved driver does: issue 27
+// saw MAX_ATTEMPTS_EXHAUSTED); it returns the time and the failures.
+func (f *fleet) deployAll(b testing.TB) (time.Duration, int) {
 	start := time.Now()
 	var works []string
 	for _, id := range f.agents {
@@ -81,17 +82,22 @@ func (f *fleet) deployAll(b testing.TB) time.Duration {
 		works = append(works, "w-"+rev.ID)
 	}
 	f.e.Notify()
+	failed := 0
 	ok := assertEventually(func() bool {
+		failed = 0
 		for _, w := range works {
-			if wk, ok := f.m.Work(w); !ok || wk.State != state.WorkCompleted {
-				require.NotEqual(b, state.WorkFailed, wk.State, "%s: %s %s", w, wk.LastCode, wk.LastDetail)
+			wk, ok := f.m.Work(w)
+			switch {
+			case ok && wk.State == state.WorkFailed:
+				failed++
+			case !ok || wk.State != state.WorkCompleted:
 				return false
 			}
 		}
 		return true
 	}, 30*time.Minute)
-	require.True(b, ok, "every Agent active")
-	return time.Since(start)
+	require.True(b, ok, "every deploy ended")
+	return time.Since(start), failed
 }
 
 // BenchmarkFleet deploys N embedded Agents at once through the engine at
@@ -105,10 +111,14 @@ func BenchmarkFleet(b *testing.B) {
 			b.Run(fmt.Sprintf("agents=%d/cache=%v", n, cache), func(b *testing.B) {
 				for range b.N {
 					f := newFleet(b, n, 10, cache)
-					took := f.deployAll(b)
-					// every Agent observed ready once, then a window at rest
+					took, failed := f.deployAll(b)
+					// every active Agent observed ready once, then a window
+					// at rest
 					ok := assertEventually(func() bool {
 						for _, id := range f.agents {
+							if a, _ := f.m.Agent(id); a.ActiveRevisionID == "" {
+								continue
+							}
 							if h, ok := f.m.Health(id); !ok || !h.Ready {
 								return false
 							}
@@ -122,11 +132,15 @@ func BenchmarkFleet(b *testing.B) {
 					reqs := f.rec.count()
 					degraded := 0
 					for _, id := range f.agents {
+						if a, _ := f.m.Agent(id); a.ActiveRevisionID == "" {
+							continue
+						}
 						if h, _ := f.m.Health(id); !h.Ready {
 							degraded++
 						}
 					}
 					b.ReportMetric(took.Seconds(), "s-deploy-all")
+					b.ReportMetric(float64(failed), "deploys-failed")
 					b.ReportMetric(float64(reqs)/window.Seconds(), "requests/s-at-rest")
 					b.ReportMetric(float64(degraded), "not-ready-at-rest")
 				}
