@@ -219,3 +219,26 @@ func TestCannotTellIsNotNotFound(t *testing.T) {
 	require.Equal(t, 404, e.send("GET", "/v1/namespaces/team/agents/nobody?stale", nil, nil).status)
 	require.Equal(t, 200, e.send("GET", "/v1/namespaces/team/agents/bot", nil, nil).status, "what it holds it serves")
 }
+
+// behindForGood is a member that knows the leader's commit index but cannot
+// apply up to it (replaying a long log, just demoted).
+type behindForGood struct{ *apitest.Backend }
+
+func (b behindForGood) LeaderCommit() (uint64, bool) { return b.M.Applied() + 5, true }
+func (behindForGood) WaitApplied(ctx context.Context, n uint64) (uint64, error) {
+	return 0, context.DeadlineExceeded
+}
+
+// TestBehindIsNotNotFound: a member behind the commit index it knows
+// answers a miss NOT_READY, not NOT_FOUND, when it cannot catch up.
+func TestBehindIsNotNotFound(t *testing.T) {
+	b := apitest.New()
+	srv := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()}, behindForGood{b}))
+	t.Cleanup(srv.Close)
+	e := &env{t: t, b: b, srv: srv}
+	e.seed()
+	r := e.send("GET", "/v1/namespaces/team/agents/nobody", nil, nil)
+	require.Equal(t, 503, r.status, "%s", r.body)
+	require.Equal(t, "NOT_READY", r.errCode(t))
+	require.Equal(t, 404, e.send("GET", "/v1/namespaces/team/agents/nobody?stale", nil, nil).status)
+}

@@ -57,11 +57,14 @@ func (s *server) caughtUp(ctx context.Context) bool {
 	return err == nil && pos.AppliedIndex() > before
 }
 
-// missing is the answer for a name the state does not hold: NOT_FOUND when
-// this member knows it is current (it applied what the cluster committed
-// as it knows it, or the caller asked for its state as it is), NOT_READY
-// when it cannot tell — no leader commit index known (no leader, a member
-// just restarted and not yet contacted): what it lacks may exist.
+// missing is the answer for a name the state does not hold: NOT_FOUND only
+// when this member knows it is current — it knows the cluster's commit
+// index and has applied it (or the caller asked for its state as it is).
+// Otherwise NOT_READY (retryable on another member): what it lacks may
+// exist. caughtUp waited already on the common path; this covers a member
+// whose answer changed meanwhile — a leader replaying its log that lost
+// its leadership during the wait learns the new leader's commit index
+// without having applied it.
 func (s *server) missing(ctx context.Context, nf *Error) error {
 	if m, ok := ctx.Value(readModeKey{}).(readMode); ok && m.stale {
 		return nf
@@ -70,8 +73,16 @@ func (s *server) missing(ctx context.Context, nf *Error) error {
 	if !ok {
 		return nf
 	}
-	if _, known := pos.LeaderCommit(); !known {
+	c, known := pos.LeaderCommit()
+	if !known {
 		return notReady("this member cannot tell whether it exists ("+nf.Message+"): no fresh commit index from a leader", pos)
+	}
+	before := pos.AppliedIndex()
+	wctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
+	_, err := pos.WaitApplied(wctx, c)
+	cancel()
+	if err != nil || pos.AppliedIndex() != before {
+		return notReady("this member is still applying the cluster's log ("+nf.Message+")", pos)
 	}
 	return nf
 }
