@@ -80,7 +80,7 @@ func (d *Driver) cacheFor(ns string) *nsCache {
 			}
 			return obj, nil
 		}))
-	c := &nsCache{factory: f, stop: make(chan struct{}), startedAt: d.now()}
+	c := &nsCache{factory: f, stop: make(chan struct{}), startedAt: time.Now()}
 	c.pods = f.Core().V1().Pods().Informer()
 	c.deploys = f.Apps().V1().Deployments().Informer()
 	c.podL = listerscorev1.NewPodLister(c.pods.GetIndexer())
@@ -88,7 +88,7 @@ func (d *Driver) cacheFor(ns string) *nsCache {
 	for _, inf := range []cache.SharedIndexInformer{c.pods, c.deploys} {
 		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 			c.mu.Lock()
-			c.watchErr = d.now()
+			c.watchErr = time.Now() // the connection's health: wall time, not the driver's clock
 			c.mu.Unlock()
 			d.log.Warn("kubernetes cache: watch broken; reading through the API server meanwhile",
 				"namespace", ns, "error", err.Error())
@@ -217,7 +217,7 @@ func (c *nsCache) podList(ns string, want map[string]string) *corev1.PodList {
 // the API server to answer.
 func (d *Driver) readyFromCache(p *plan) (ep Endpoint, ok bool) {
 	gc := d.cacheFor(p.gw)
-	now := d.now()
+	now := time.Now()
 	if !gc.usable(now) {
 		return Endpoint{}, false
 	}

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -27,6 +29,58 @@ func countReads(cs *fake.Clientset) *atomic.Int64 {
 		return false, nil, nil
 	})
 	return &reads
+}
+
+// watching starts the caches of nss and returns once their watches
+// deliver: the fake clientset's watch starts at its call, so a change
+// between a cache's first list and its watch would be lost for good (the
+// real API server resumes from the list's version). A sentinel Pod and
+// Deployment, made until the cache sees one of each, prove the watches
+// run; they are deleted again, and seen gone.
+func watching(t *testing.T, d *Driver, cs *fake.Clientset, nss ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, ns := range nss {
+		c := d.cacheFor(ns)
+		require.NotNil(t, c)
+		require.True(t, d.WaitForCaches(ctx))
+		lbl := map[string]string{LabelManagedBy: ManagedBy, LabelAgent: "sentinel"}
+		var pods, deps []string
+		seen := func() bool {
+			for _, n := range pods {
+				if _, err := c.podL.Pods(ns).Get(n); err == nil {
+					for _, m := range deps {
+						if _, ok := c.deployment(ns, m); ok {
+							return true
+						}
+					}
+				}
+			}
+			return false
+		}
+		for i := 0; !seen(); i++ {
+			require.Less(t, i, 50, "the caches of %s never saw a sentinel", ns)
+			name := fmt.Sprintf("sentinel-%d", i)
+			_, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			_, err = cs.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			pods, deps = append(pods, name), append(deps, name)
+			deadline := time.Now().Add(200 * time.Millisecond)
+			for !seen() && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond) // polling a cache: no event to wait on
+			}
+		}
+		for i := range pods {
+			require.NoError(t, cs.CoreV1().Pods(ns).Delete(ctx, pods[i], metav1.DeleteOptions{}))
+			require.NoError(t, cs.AppsV1().Deployments(ns).Delete(ctx, deps[i], metav1.DeleteOptions{}))
+		}
+		require.Eventually(t, func() bool {
+			l, _ := c.podL.Pods(ns).List(labels.SelectorFromSet(lbl))
+			d, _ := c.depL.Deployments(ns).List(labels.SelectorFromSet(lbl))
+			return len(l) == 0 && len(d) == 0
+		}, 10*time.Second, 5*time.Millisecond, "the sentinels gone from the caches of %s", ns)
+	}
 }
 
 // The observation cache answers an at-rest Agent without a request, yields
@@ -52,6 +106,9 @@ func TestObserveCache(t *testing.T) {
 			require.NoError(t, d.PrepareRevision(ctx, r1))
 			p, err := d.planFor(r1)
 			require.NoError(t, err)
+			if tc.cache {
+				watching(t, d, cs, p.gw)
+			}
 			addPod(t, cs, p.gw, "gateway-r1", p.gatewayPodLabels(), true)
 			require.NoError(t, d.ActivateRevision(ctx, r1))
 			obs, err := d.ObserveRevision(ctx, r1)
@@ -97,7 +154,7 @@ func TestObserveCache(t *testing.T) {
 			require.Eventually(t, func() bool { _, ok := d.readyFromCache(p); return ok }, 5*time.Second, 5*time.Millisecond)
 			c := d.cacheFor(p.gw)
 			c.mu.Lock()
-			c.watchErr = d.now()
+			c.watchErr = time.Now()
 			c.mu.Unlock()
 			before = reads.Load()
 			obs, err = d.ObserveRevision(ctx, r1)
@@ -105,7 +162,7 @@ func TestObserveCache(t *testing.T) {
 			require.True(t, obs.Ready, obs.Reason)
 			require.Greater(t, reads.Load(), before, "after a watch error the API server answers")
 			c.mu.Lock()
-			c.watchErr = d.now().Add(-CacheDistrust - time.Second)
+			c.watchErr = time.Now().Add(-CacheDistrust - time.Second)
 			c.mu.Unlock()
 			before = reads.Load()
 			_, err = d.ObserveRevision(ctx, r1)
@@ -144,6 +201,7 @@ func TestObserveCacheDedicated(t *testing.T) {
 	require.NoError(t, d.PrepareRevision(ctx, rd))
 	p, err := d.planFor(rd)
 	require.NoError(t, err)
+	watching(t, d, cs, p.gw, p.dp)
 	addPod(t, cs, p.dp, "harness-0", p.harnessWantLabels(), true)
 	require.NoError(t, d.PrepareRevision(ctx, rd))
 	addPod(t, cs, p.gw, "gateway-0", p.gatewayWantLabels(), true)
@@ -186,8 +244,7 @@ func TestCacheChangesNotify(t *testing.T) {
 	require.NoError(t, d.PrepareRevision(ctx, r1))
 	p, err := d.planFor(r1)
 	require.NoError(t, err)
-	_, _ = d.ObserveRevision(ctx, r1) // starts the caches
-	require.True(t, d.WaitForCaches(ctx))
+	watching(t, d, cs, p.gw) // starts the caches
 	drain := func() {
 		for {
 			select {

@@ -45,7 +45,8 @@ func (d *Driver) revisionReadiness(ctx context.Context, p *plan) (Readiness, err
 		if r, ok := d.pinnedNodeReady(ctx, p, ep); ok {
 			return r, nil
 		}
-		return d.nodeReadiness(ctx, p, ep)
+		// Anything short of that is the full check's, from the API server:
+		// a cached endpoint may be stale, and must never make a verdict.
 	}
 	if p.topo == contract.DedicatedCodex {
 		hr, err := d.podReadiness(ctx, p.dp, p.harnessWantLabels())
