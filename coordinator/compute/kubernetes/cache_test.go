@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	"oce.dev/oce/coordinator/state"
 )
@@ -45,20 +47,18 @@ func watching(t *testing.T, d *Driver, cs *fake.Clientset, nss ...string) {
 		require.NotNil(t, c)
 		require.True(t, d.WaitForCaches(ctx))
 		lbl := map[string]string{LabelManagedBy: ManagedBy, LabelAgent: "sentinel"}
-		var pods, deps []string
-		seen := func() bool {
-			for _, n := range pods {
-				if _, err := c.podL.Pods(ns).Get(n); err == nil {
-					for _, m := range deps {
-						if _, ok := c.deployment(ns, m); ok {
-							return true
-						}
-					}
+		arrived := make(chan string, 256) // "pod/NAME", "deployment/NAME" as the caches add them
+		for kind, inf := range map[string]cache.SharedIndexInformer{"pod": c.pods, "deployment": c.deploys} {
+			_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+				if m, ok := obj.(metav1.Object); ok && m.GetLabels()[LabelAgent] == "sentinel" {
+					arrived <- kind + "/" + m.GetName()
 				}
-			}
-			return false
+			}})
+			require.NoError(t, err)
 		}
-		for i := 0; !seen(); i++ {
+		var pods, deps []string
+		gotPod, gotDep := false, false
+		for i := 0; !gotPod || !gotDep; i++ {
 			require.Less(t, i, 50, "the caches of %s never saw a sentinel", ns)
 			name := fmt.Sprintf("sentinel-%d", i)
 			_, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl}}, metav1.CreateOptions{})
@@ -66,9 +66,18 @@ func watching(t *testing.T, d *Driver, cs *fake.Clientset, nss ...string) {
 			_, err = cs.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl}}, metav1.CreateOptions{})
 			require.NoError(t, err)
 			pods, deps = append(pods, name), append(deps, name)
-			deadline := time.Now().Add(200 * time.Millisecond)
-			for !seen() && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond) // polling a cache: no event to wait on
+			// a sentinel made in a watch's blind moment never arrives: the
+			// next one, after this wait, will
+			timeout := time.After(200 * time.Millisecond)
+		wait:
+			for !gotPod || !gotDep {
+				select {
+				case a := <-arrived:
+					gotPod = gotPod || strings.HasPrefix(a, "pod/")
+					gotDep = gotDep || strings.HasPrefix(a, "deployment/")
+				case <-timeout:
+					break wait
+				}
 			}
 		}
 		for i := range pods {
