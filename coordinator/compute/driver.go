@@ -31,8 +31,9 @@ type Driver interface {
 	// ActivateRevision routes the Agent's stable endpoint to the revision.
 	ActivateRevision(ctx context.Context, rev state.Revision) error
 	// StopRevision stops the revision's runtime: Gateway first, observed gone,
-	// then the Harness. A runtime that had come back after an earlier stop is
-	// reported in StopResult.CameBack, not as an error.
+	// then the Harness. A runtime it found live is reported in
+	// StopResult.Found; one that had come back after an earlier stop this
+	// driver remembers, in StopResult.CameBack — not as an error.
 	StopRevision(ctx context.Context, rev state.Revision) (StopResult, error)
 	// RetireRevision removes a superseded revision's resources, keeping the
 	// Agent's storage claims.
@@ -121,7 +122,12 @@ type Observation struct {
 
 // StopResult is the outcome of StopRevision.
 type StopResult struct {
-	Stopped  bool // the runtime is gone
+	Stopped bool // the runtime is gone
+	// Found: a live runtime was found and stopped. The engine judges a
+	// revision it had recorded as stopped (a replicated record) that is
+	// Found again as come back, so a driver need not remember its stops
+	// across a leader change.
+	Found    bool
 	CameBack bool // it had been running again after an earlier stop
 }
 

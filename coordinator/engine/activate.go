@@ -262,7 +262,7 @@ func (e *Engine) stopPredecessors(cl *claim, rev state.Revision, rollbackFrom st
 			RevisionID: p.ID, Restops: restops, NextCheckAt: next}); err != nil {
 			return false, err
 		}
-		if res.CameBack {
+		if res.CameBack || (recorded && res.Found) {
 			cl.log.Warn("predecessor came back", "predecessor", p.ID, "restops", restops)
 			cameBack = true
 		}

@@ -283,6 +283,45 @@ func TestSupersededRevision(t *testing.T) {
 	h.requireReplayable()
 }
 
+// TestComebackAfterLeaderChange: a driver that remembers no stops (a new
+// leader's) still has a predecessor that came back judged so, from the
+// replicated stop record: the successor stays unready for that pass.
+func TestComebackAfterLeaderChange(t *testing.T) {
+	h := newHarness(t, hopt{mode: state.ModeDedicated})
+	h.step = 250 * time.Millisecond
+	h.waitWork(h.deploy("r1", state.HarnessCodex, nil, 0), state.WorkCompleted)
+	var mu sync.Mutex
+	stops := 0
+	h.d.SetHook(memory.OpStop, func(ctx context.Context, id string) error {
+		if id == "r1" {
+			mu.Lock()
+			defer mu.Unlock()
+			stops++
+		}
+		return nil
+	})
+	nstops := func() int { mu.Lock(); defer mu.Unlock(); return stops }
+	h.d.ReadyAfter("r2", -1)
+	h.deploy("r2", state.HarnessCodex, nil, 0)
+	h.driveSettled(func() bool { return nstops() >= 1 }, "r1 stopped")
+	require.Len(t, h.m.PredecessorStops("a1"), 1, "the stop is recorded")
+	cameBack := func() int {
+		n := 0
+		for _, p := range h.proposals() {
+			if r, ok := p.payload.(state.RequeueWork); ok && r.WorkID == "w-r2" && strings.Contains(r.Detail, "predecessor-came-back") {
+				n++
+			}
+		}
+		return n
+	}
+	require.Zero(t, cameBack())
+	h.d.ForgetStops()
+	h.d.ComeBack("r1")
+	h.driveSettled(func() bool { return nstops() >= 2 }, "the re-stop")
+	h.driveSettled(func() bool { return cameBack() >= 1 }, "a pass judged r1 come back")
+	h.d.SetHook(memory.OpStop, nil)
+}
+
 func TestReStopSchedule(t *testing.T) {
 	h := newHarness(t, hopt{mode: state.ModeDedicated})
 	h.step = 250 * time.Millisecond

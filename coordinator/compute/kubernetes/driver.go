@@ -191,7 +191,6 @@ type Driver struct {
 	now    func() time.Time
 
 	mu       sync.Mutex
-	stopped  map[string]bool   // revisions this process stopped (CameBack detection)
 	prepared map[string]int    // revision → preparation level reached (cheap re-checks)
 	nsReady  map[string]string // Namespaces ensured by this process → the quota they got
 	// dedicated revision → the workspace node its enrollment Secret
@@ -265,7 +264,7 @@ func New(cfg Config, client kubernetes.Interface) (*Driver, error) {
 		now = time.Now
 	}
 	return &Driver{cfg: cfg, c: client, log: log.With("driver", cfg.Name), status: status, now: now,
-		stopped: map[string]bool{}, prepared: map[string]int{}, nsReady: map[string]string{}, nodeSeen: map[string]string{},
+		prepared: map[string]int{}, nsReady: map[string]string{}, nodeSeen: map[string]string{},
 		caches: map[string]*nsCache{}}, nil
 }
 

@@ -61,7 +61,6 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 	if err != nil {
 		return err
 	}
-	d.markStopped(rev.ID, false)
 	if d.preparedLevel(rev.ID) < levelObjects {
 		if err := d.prepareObjects(ctx, p, creds, keys); err != nil {
 			return err

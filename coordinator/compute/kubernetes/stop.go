@@ -20,8 +20,10 @@ import (
 // precondition) and waits until the revision's Gateway Pods are gone (up to
 // GatewayStopWait); only then deletes the Harness Deployment and waits for
 // its Pods (up to HarnessStopWait); then removes the one-use enrollment
-// Secret. Every step is retryable. A runtime found again after this driver
-// stopped it is reported as CameBack.
+// Secret. Every step is retryable. It reports a live runtime as Found and
+// remembers nothing: whether it came back after an earlier stop is the
+// engine's to judge from its replicated stop records, so a new leader's
+// driver judges it as the old one would.
 func (d *Driver) StopRevision(ctx context.Context, rev state.Revision) (compute.StopResult, error) {
 	p, err := d.planFor(rev)
 	if err != nil {
@@ -61,25 +63,7 @@ func (d *Driver) StopRevision(ctx context.Context, rev state.Revision) (compute.
 			return compute.StopResult{}, err
 		}
 	}
-	res := compute.StopResult{Stopped: true, CameBack: found && d.wasStopped(rev.ID)}
-	d.markStopped(rev.ID, true)
-	return res, nil
-}
-
-func (d *Driver) markStopped(revID string, v bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if v {
-		d.stopped[revID] = true
-	} else {
-		delete(d.stopped, revID)
-	}
-}
-
-func (d *Driver) wasStopped(revID string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.stopped[revID]
+	return compute.StopResult{Stopped: true, Found: found}, nil
 }
 
 // deleteDeployment deletes the named Deployment when check reports it

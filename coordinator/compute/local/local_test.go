@@ -169,7 +169,7 @@ func TestEmbeddedLifecycle(t *testing.T) {
 	require.GreaterOrEqual(t, len(procs), 3, "tini, the supervisor and its grandchild")
 	res, err := f.d.StopRevision(ctx, rev)
 	require.NoError(t, err)
-	require.Equal(t, compute.StopResult{Stopped: true}, res)
+	require.Equal(t, compute.StopResult{Stopped: true, Found: true}, res)
 	require.False(t, proc.AnyAlive(procs), "every process of the revision is gone")
 	obs, err := f.d.ObserveRevision(ctx, rev)
 	require.NoError(t, err)
@@ -274,7 +274,7 @@ func TestDedicatedEnrollsNodeAndStopsGatewayFirst(t *testing.T) {
 	require.NoError(t, f.d.PrepareRevision(ctx, rev))
 	res, err = f.d.StopRevision(ctx, rev)
 	require.NoError(t, err)
-	require.Equal(t, compute.StopResult{Stopped: true, CameBack: true}, res)
+	require.Equal(t, compute.StopResult{Stopped: true, Found: true, CameBack: true}, res)
 
 	// A later revision reuses the Agent's workspace claim, and its gateway
 	// starts pinned to the Agent's node at once.

@@ -59,7 +59,7 @@ func (d *Driver) stopRuntime(ctx context.Context, r *revRuntime) (compute.StopRe
 	if wasRunning {
 		d.log.Info("revision stopped", "revision", r.RevisionID, "cameBack", cameBack)
 	}
-	return compute.StopResult{Stopped: true, CameBack: cameBack}, nil
+	return compute.StopResult{Stopped: true, Found: wasRunning, CameBack: cameBack}, nil
 }
 
 // RetireRevision implements compute.Driver: the revision's processes stop

@@ -160,6 +160,16 @@ func (d *Driver) ComeBack(revID string) {
 	_ = d.record(revID, "", func(r *Runtime, _ *string) { r.Running = true })
 }
 
+// ForgetStops makes the driver forget every stop it made, as a new leader's
+// driver would: its StopRevision then reports Found, never CameBack.
+func (d *Driver) ForgetStops() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range d.runtimes {
+		r.Stops = 0
+	}
+}
+
 // SetHook installs h for op (nil removes it).
 func (d *Driver) SetHook(op Op, h Hook) {
 	d.mu.Lock()
@@ -315,7 +325,7 @@ func (d *Driver) StopRevision(ctx context.Context, rev state.Revision) (compute.
 	}
 	var res compute.StopResult
 	err := d.record(rev.ID, "", func(r *Runtime, _ *string) {
-		res = compute.StopResult{Stopped: true, CameBack: r.Running && r.Stops > 0}
+		res = compute.StopResult{Stopped: true, Found: r.Running, CameBack: r.Running && r.Stops > 0}
 		if r.Running {
 			r.Stops++
 		}
