@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -12,9 +13,9 @@ import (
 
 // Drift repair (issue 27): the watcher asks a driver that implements
 // compute.Repairer to restore an active Agent's runtime objects deleted or
-// edited by hand — at once (at most every RepairRetry) while the Agent is
-// observed not ready, and every RepairInterval otherwise, because an edited
-// policy or ConfigMap changes no readiness. Only an Agent at rest is
+// edited by hand — soon while the Agent is observed not ready (a deleted
+// Deployment shows as such), and every RepairInterval otherwise, because an
+// edited policy or ConfigMap changes no readiness. Only an Agent at rest is
 // repaired: active, not deleting, with no work open (a deploy, stop,
 // rollback or owed finalization changes its objects itself), and reserved
 // for the repair like a claim, so no work of it starts meanwhile. A repair
@@ -23,33 +24,37 @@ import (
 // retried later: the coordinator failing to write says nothing of the
 // Agent.
 const (
-	// DefaultRepairInterval is how often an Agent observed ready is
-	// checked for drift.
-	DefaultRepairInterval = 5 * time.Minute
+	// DefaultRepairInterval is how often an Agent observed ready (or held:
+	// its Pods run) is checked for drift. An in-sync check costs a read per
+	// object, so at 1000 embedded Agents about 5 requests a second.
+	DefaultRepairInterval = 15 * time.Minute
 	// DefaultRepairRetry is the least time between two repairs of an Agent
-	// observed not ready.
+	// observed not ready; it doubles, up to the interval, while its repairs
+	// find nothing (an Agent not ready for another reason costs no more
+	// than one at rest).
 	DefaultRepairRetry = 10 * time.Second
 	// RepairTimeout bounds one repair.
 	RepairTimeout = 30 * time.Second
 )
 
 // repairs is the watcher's memory of repair passes (leader-local: a new
-// leader repairs each Agent once soon after it starts).
+// leader checks each Agent once within an interval after it starts).
 type repairs struct {
 	mu      sync.Mutex
-	last    map[string]time.Time // Agent → its last repair pass
-	foreign map[string]string    // Agent → the foreign objects last reported
+	last    map[string]time.Time     // Agent → its last repair pass
+	wait    map[string]time.Duration // Agent not ready → the spacing of its repairs
+	foreign map[string]string        // Agent → the foreign objects last reported
 }
 
 func newRepairs() *repairs {
-	return &repairs{last: map[string]time.Time{}, foreign: map[string]string{}}
+	return &repairs{last: map[string]time.Time{}, wait: map[string]time.Duration{}, foreign: map[string]string{}}
 }
 
 // due reports whether agentID's repair pass is due at now and, when it is,
-// records it as begun. An Agent first seen counts as checked offset ago
-// (spread over the interval), so a new leader does not check every Agent
-// at once.
-func (r *repairs) due(agentID string, now time.Time, ready bool, interval, retry, offset time.Duration) bool {
+// records it as begun. soon: the Agent is observed not ready. An Agent
+// first seen counts as checked offset ago (spread over the interval), so a
+// new leader does not check every Agent at once.
+func (r *repairs) due(agentID string, now time.Time, soon bool, interval, retry, offset time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	last, ok := r.last[agentID]
@@ -58,8 +63,8 @@ func (r *repairs) due(agentID string, now time.Time, ready bool, interval, retry
 		r.last[agentID] = last
 	}
 	wait := interval
-	if !ready {
-		wait = retry
+	if soon {
+		wait = min(cmp.Or(r.wait[agentID], retry), interval)
 	}
 	if now.Sub(last) < wait {
 		return false
@@ -68,14 +73,16 @@ func (r *repairs) due(agentID string, now time.Time, ready bool, interval, retry
 	return true
 }
 
-// spread is a random duration in [0, d).
-func (e *Engine) spread(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
+// done records a pass's outcome: a not-ready Agent whose repair changed
+// nothing is repaired less often next time.
+func (r *repairs) done(agentID string, soon, changed bool, interval, retry time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !soon || changed {
+		delete(r.wait, agentID)
+		return
 	}
-	e.rngMu.Lock()
-	defer e.rngMu.Unlock()
-	return time.Duration(e.rng.Int64N(int64(d)))
+	r.wait[agentID] = min(2*cmp.Or(r.wait[agentID], retry), interval)
 }
 
 // reportForeign reports whether the foreign objects in the way of an
@@ -94,17 +101,28 @@ func (r *repairs) reportForeign(agentID, objects string) bool {
 	return true
 }
 
-// repair runs a drift repair of a's active revision rev when one is due
-// (ready: the observation the watcher just made; staged or not looked at
-// are the caller's to exclude).
-func (e *Engine) repair(ctx context.Context, a state.Agent, rev state.Revision, ready bool) {
+// spread is a random duration in [0, d).
+func (e *Engine) spread(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	e.rngMu.Lock()
+	defer e.rngMu.Unlock()
+	return time.Duration(e.rng.Int64N(int64(d)))
+}
+
+// repair runs a drift repair of a's active revision rev when one is due;
+// soon: the watcher just observed it not ready, and not held (a held
+// runtime's objects are there: its Pods run). A staged revision or one the
+// watcher could not look at is the caller's to exclude.
+func (e *Engine) repair(ctx context.Context, a state.Agent, rev state.Revision, soon bool) {
 	rp, ok := e.d.(compute.Repairer)
 	if !ok || e.cfg.RepairInterval < 0 || rev.Status != state.RevisionActive {
 		return
 	}
 	m := e.p.Machine()
-	if !e.atRest(m, a.ID, rev.ID) ||
-		!e.rep.due(a.ID, e.clk.Now(), ready, e.cfg.RepairInterval, e.cfg.RepairRetry, e.spread(e.cfg.RepairInterval)) {
+	interval, retry := e.cfg.RepairInterval, e.cfg.RepairRetry
+	if !e.atRest(m, a.ID, rev.ID) || !e.rep.due(a.ID, e.clk.Now(), soon, interval, retry, e.spread(interval)) {
 		return
 	}
 	if !e.reserve(a.ID) {
@@ -125,6 +143,7 @@ func (e *Engine) repair(ctx context.Context, a state.Agent, rev state.Revision, 
 		}
 	}
 	var foreign string
+	changed := false
 	for _, r := range done {
 		if !r.Changed() {
 			if r.Action == compute.RepairForeign {
@@ -132,8 +151,10 @@ func (e *Engine) repair(ctx context.Context, a state.Agent, rev state.Revision, 
 			}
 			continue
 		}
+		changed = true
 		e.auditRepair(ctx, a, rev, r)
 	}
+	e.rep.done(a.ID, soon, changed, interval, retry)
 	if e.rep.reportForeign(a.ID, foreign) && foreign != "" {
 		e.log.Warn("drift repair: an object not owned by oce is in the way; left alone", "agent", a.ID,
 			"revision", rev.ID, "objects", foreign)

@@ -131,3 +131,33 @@ func TestDriftRepairWaitsForWork(t *testing.T) {
 	h.drive(func() bool { return h.clk.Now().Sub(start) > 3*time.Minute }, "past several repair intervals")
 	require.Equal(t, n, rd.passes(), "no repair while work is open")
 }
+
+// TestRepairSpacing: an Agent at rest is checked every interval (its first
+// check spread); one not ready soon, then less often while its repairs
+// find nothing, and soon again after one changed something.
+func TestRepairSpacing(t *testing.T) {
+	const interval, retry = time.Minute, 5 * time.Second
+	r := newRepairs()
+	now := t0
+	require.False(t, r.due("a", now, false, interval, retry, 20*time.Second), "first seen: spread")
+	require.True(t, r.due("a", now.Add(40*time.Second), false, interval, retry, 0))
+	require.False(t, r.due("a", now.Add(99*time.Second), false, interval, retry, 0))
+	require.True(t, r.due("a", now.Add(100*time.Second), false, interval, retry, 0))
+
+	now = now.Add(100 * time.Second)
+	for _, step := range []struct {
+		wait    time.Duration
+		changed bool
+	}{{retry, false}, {2 * retry, false}, {4 * retry, false}, {8 * retry, true}, {retry, false}} {
+		require.False(t, r.due("a", now.Add(step.wait-time.Millisecond), true, interval, retry, 0), step.wait)
+		now = now.Add(step.wait)
+		require.True(t, r.due("a", now, true, interval, retry, 0), step.wait)
+		r.done("a", true, step.changed, interval, retry)
+	}
+	for range 10 {
+		r.done("a", true, false, interval, retry)
+	}
+	require.Equal(t, interval, r.wait["a"], "never rarer than at rest")
+	r.done("a", false, false, interval, retry)
+	require.NotContains(t, r.wait, "a", "ready again: reset")
+}

@@ -150,7 +150,7 @@ func (e *Engine) observeOne(ctx context.Context, a state.Agent, rev state.Revisi
 	}
 	e.considerRollback(ctx, a, h)
 	if !obs.Staged { // a staged revision's Gateway is its activation's to switch
-		e.repair(ctx, a, rev, p.Ready)
+		e.repair(ctx, a, rev, !p.Ready && p.HeldCode == "")
 	}
 }
 
