@@ -52,6 +52,43 @@ type ChangeNotifier interface {
 	NotifyChanges(fn func())
 }
 
+// Repairer is optionally implemented by a driver that can restore what
+// activation left for an Agent's active revision when it was deleted or
+// edited by hand (drift): the health watcher calls it for active Agents
+// with no work in flight. A repair creates no revision and never touches
+// storage claims.
+type Repairer interface {
+	// RepairRevision compares the active revision's rendering with what
+	// exists, recreates what is missing and restores what was edited, and
+	// returns what it changed or found in its way; none when nothing
+	// drifted. An error (the coordinator could not look or write) is
+	// retried later and says nothing of the Agent's health.
+	RepairRevision(ctx context.Context, rev state.Revision) ([]Repair, error)
+}
+
+// Repair actions (closed set).
+const (
+	// RepairRecreated: the object was missing and was created again.
+	RepairRecreated = "recreated"
+	// RepairRestored: the object's fields the driver sets were edited and
+	// were written back.
+	RepairRestored = "restored"
+	// RepairForeign: an object not owned by the driver is where the
+	// rendering goes; reported, never overwritten.
+	RepairForeign = "foreign"
+)
+
+// Repair is one object RepairRevision acted on or found in its way.
+type Repair struct {
+	Kind      string // Deployment, Service, ConfigMap, NetworkPolicy
+	Namespace string // the physical namespace on the compute target
+	Name      string
+	Action    string // RepairRecreated, RepairRestored or RepairForeign
+}
+
+// Changed reports whether the repair wrote something.
+func (r Repair) Changed() bool { return r.Action == RepairRecreated || r.Action == RepairRestored }
+
 // Endpointer is optionally implemented by a driver that can say where an
 // Agent's stable Gateway endpoint is (occ agent describe, occ agent send).
 type Endpointer interface {

@@ -79,6 +79,12 @@ type Config struct {
 	// Reauthorizer, when set, rechecks every claimed work's original actor
 	// before any compute effect (reauth.go).
 	Reauthorizer Reauthorizer
+	// RepairInterval is how often an Agent observed ready is checked for
+	// drift by a driver that repairs it (repair.go); negative turns drift
+	// repair off. RepairRetry is the least time between two repairs of an
+	// Agent observed not ready.
+	RepairInterval time.Duration
+	RepairRetry    time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -96,6 +102,10 @@ func (c Config) withDefaults() Config {
 	def(&c.PollInterval, DefaultPollInterval)
 	def(&c.HealthInterval, DefaultHealthInterval)
 	def(&c.MaintenanceInterval, DefaultMaintenanceInterval)
+	def(&c.RepairRetry, DefaultRepairRetry)
+	if c.RepairInterval == 0 {
+		c.RepairInterval = DefaultRepairInterval
+	}
 	if c.CredentialCheck == "" {
 		c.CredentialCheck = CredentialCheckBeforeCutover
 	}
@@ -127,7 +137,8 @@ type Engine struct {
 	busyMu sync.Mutex
 	busy   map[string]bool // Agents with a claim processed by this engine
 
-	q *quiet // quiescence (quiet.go)
+	q   *quiet   // quiescence (quiet.go)
+	rep *repairs // drift repair passes (repair.go)
 }
 
 // New returns an engine; log may be nil.
@@ -149,7 +160,7 @@ func New(cfg Config, p Proposer, d compute.Driver, clk Clock, log *slog.Logger) 
 	}
 	return &Engine{cfg: cfg, p: p, d: d, caps: caps, clk: clk, log: log.With("component", "engine"),
 		notify: make(chan struct{}, 1), rng: mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		busy: map[string]bool{}, q: newQuiet()}
+		busy: map[string]bool{}, q: newQuiet(), rep: newRepairs()}
 }
 
 // Notify wakes the engine (new work was admitted). It never blocks.

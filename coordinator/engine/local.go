@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/coordinator/store"
 )
 
 // LocalProposer is an in-process Proposer without replication: it stamps the
@@ -45,7 +46,7 @@ func (p *LocalProposer) SetLeaderErr(err error) {
 }
 
 // NewLocalProposer returns a LocalProposer over m stamping entries with
-// clk's time and actor.
+// clk's time and actor (the context's, store.WithActor, when it has one).
 func NewLocalProposer(m *state.Machine, clk Clock, actor string) *LocalProposer {
 	return &LocalProposer{m: m, clk: clk, actor: actor}
 }
@@ -65,7 +66,11 @@ func (p *LocalProposer) Propose(ctx context.Context, typ string, payload any) (a
 	if p.lead != nil {
 		return nil, p.lead
 	}
-	b, err := state.Encode(typ, p.clk.Now(), p.actor, payload)
+	actor := p.actor
+	if a := store.ActorFrom(ctx); a != "" {
+		actor = a // as the Raft store stamps it
+	}
+	b, err := state.Encode(typ, p.clk.Now(), actor, payload)
 	if err != nil {
 		return nil, err
 	}

@@ -149,6 +149,9 @@ func (e *Engine) observeOne(ctx context.Context, a state.Agent, rev state.Revisi
 		e.log.Info("agent health", "agent", a.ID, "revision", rev.ID, "ready", h.Ready, "reason", h.Reason, "held", h.HeldCode)
 	}
 	e.considerRollback(ctx, a, h)
+	if !obs.Staged { // a staged revision's Gateway is its activation's to switch
+		e.repair(ctx, a, rev, !p.Ready && p.HeldCode == "")
+	}
 }
 
 // considerRollback requests the exact-owner rollback when the Agent's policy

@@ -242,10 +242,18 @@ const (
 	AuditConfigurationDelete = "oce.configurations.delete"
 	AuditAgentCreate         = "oce.agents.create"
 	AuditAgentUpdate         = "oce.agents.update"
+	// AuditRepair records one object of an active Agent's runtime the
+	// health watcher restored after it was deleted or edited by hand (drift
+	// repair): details name its kind, namespace, name and action. It is
+	// appended through RecordAudit by the system actor SystemRepairActor.
+	AuditRepair = "openclaw.agents.lifecycle.repair"
 	// AuditWorkspaceWrite records one write of an Agent workspace document
 	// (the API appends it: the write is an effect on the runtime).
 	AuditWorkspaceWrite = "oce.agents.workspace.write"
 )
+
+// SystemRepairActor is the actor of drift repair records (AuditRepair).
+const SystemRepairActor = "system:drift-repair"
 
 // AuditRecord is one append-only audit entry. Seq is assigned by Apply.
 type AuditRecord struct {

@@ -6,6 +6,7 @@ import (
 	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -50,11 +51,11 @@ func (d *Driver) ActivateRevision(ctx context.Context, rev state.Revision) error
 	if err := d.deleteProbe(ctx, p); err != nil { // its work is done
 		return err
 	}
-	if err := d.route(ctx, p.gw, p.n.gateway, p.agentOwn, gatewayServiceSelector(p, true)); err != nil {
+	if err := d.route(ctx, gatewayService(p, true), p.agentOwn); err != nil {
 		return err
 	}
 	if p.topo == contract.DedicatedCodex {
-		return d.route(ctx, p.dp, p.n.agent, p.agentOwn, harnessServiceSelector(p, true))
+		return d.route(ctx, harnessService(p, true), p.agentOwn)
 	}
 	return nil
 }
@@ -77,6 +78,7 @@ func (d *Driver) switchGateway(ctx context.Context, cur *appsv1.Deployment, p *p
 	if err := d.vouchProbe(ctx, p, want); err != nil {
 		return err
 	}
+	stamp(want) // carried by the annotations merged below
 	next := cur.DeepCopy()
 	next.Labels = merge(cur.Labels, want.Labels)
 	next.Annotations = merge(cur.Annotations, want.Annotations)
@@ -89,8 +91,10 @@ func (d *Driver) switchGateway(ctx context.Context, cur *appsv1.Deployment, p *p
 	return nil
 }
 
-// route sets an exactly owned Service's selector (conditional update).
-func (d *Driver) route(ctx context.Context, ns, name string, o owner, sel map[string]string) error {
+// route sets an exactly owned Service's selector to want's (conditional
+// update), stamping want's rendering (repair.go).
+func (d *Driver) route(ctx context.Context, want *corev1.Service, o owner) error {
+	ns, name := want.Namespace, want.Name
 	svc, err := d.c.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return transient(fmt.Errorf("service %s/%s is missing", ns, name))
@@ -101,11 +105,13 @@ func (d *Driver) route(ctx context.Context, ns, name string, o owner, sel map[st
 	if !o.owns(svc.Labels, svc.Annotations, false) {
 		return foreign(ns, name)
 	}
-	if maps.Equal(svc.Spec.Selector, sel) {
+	stamp(want)
+	if maps.Equal(svc.Spec.Selector, want.Spec.Selector) && svc.Annotations[AnnotationRenderedHash] == want.Annotations[AnnotationRenderedHash] {
 		return nil
 	}
 	next := svc.DeepCopy()
-	next.Spec.Selector = sel
+	next.Spec.Selector = want.Spec.Selector
+	next.Annotations = merge(svc.Annotations, map[string]string{AnnotationRenderedHash: want.Annotations[AnnotationRenderedHash]})
 	if _, err := d.c.CoreV1().Services(ns).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
 		return transient(err)
 	}

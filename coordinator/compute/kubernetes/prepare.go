@@ -184,7 +184,6 @@ func loginMode(rev state.Revision) string {
 
 // prepareObjects creates everything but the Gateway Deployment.
 func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][]byte, keys []string) error {
-	rev := p.rev
 	core := d.c.CoreV1()
 	ao, ro := p.agentOwn, p.own
 
@@ -230,11 +229,11 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 	// Revision-owned configuration, model credential and policies. The
 	// Gateway gets the admitted document compiled for a custom endpoint;
 	// the Harness its native document as admitted.
-	gwDoc, err := admission.GatewayDocument(rev.Document)
+	gwConfig, err := gatewayConfigMap(p)
 	if err != nil {
-		return compute.Permanent(codes.InvalidTarget, fmt.Errorf("%w: gateway configuration: %w", ErrInvalidTarget, err))
+		return err
 	}
-	if _, err := ensure(ctx, core.ConfigMaps(p.gw), configMap(p.n.gatewayConfig, p.gw, ro, configKeyGateway, gwDoc), ro); err != nil {
+	if _, err := ensure(ctx, core.ConfigMaps(p.gw), gwConfig, ro); err != nil {
 		return err
 	}
 	if len(keys) > 0 {
@@ -248,7 +247,7 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 		}
 	}
 	if p.topo == contract.DedicatedCodex {
-		if _, err := ensure(ctx, core.ConfigMaps(p.dp), configMap(p.n.harnessConfig, p.dp, ro, configKeyNative, rev.Document), ro); err != nil {
+		if _, err := ensure(ctx, core.ConfigMaps(p.dp), harnessConfigMap(p), ro); err != nil {
 			return err
 		}
 		if _, err := ensure(ctx, core.Services(p.dp), harnessRevisionService(p), ro); err != nil {
@@ -352,6 +351,7 @@ func ensure[T metav1.Object](ctx context.Context, c getCreator[T], obj T, o owne
 	if !apierrors.IsNotFound(err) {
 		return cur, transient(err)
 	}
+	stamp(obj) // what was rendered, for drift repair (repair.go)
 	created, err := c.Create(ctx, obj, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return ensure(ctx, c, obj, o) // lost a race: verify the winner's owner
@@ -389,6 +389,22 @@ func claim(name, ns string, o owner, size, class string) *corev1.PersistentVolum
 		c.Spec.StorageClassName = ptr(class)
 	}
 	return c
+}
+
+// gatewayConfigMap is the revision's Gateway configuration: the admitted
+// document compiled for a custom endpoint.
+func gatewayConfigMap(p *plan) (*corev1.ConfigMap, error) {
+	doc, err := admission.GatewayDocument(p.rev.Document)
+	if err != nil {
+		return nil, compute.Permanent(codes.InvalidTarget, fmt.Errorf("%w: gateway configuration: %w", ErrInvalidTarget, err))
+	}
+	return configMap(p.n.gatewayConfig, p.gw, p.own, configKeyGateway, doc), nil
+}
+
+// harnessConfigMap is the revision's Harness configuration: its native
+// document as admitted.
+func harnessConfigMap(p *plan) *corev1.ConfigMap {
+	return configMap(p.n.harnessConfig, p.dp, p.own, configKeyNative, p.rev.Document)
 }
 
 func configMap(name, ns string, o owner, key string, doc []byte) *corev1.ConfigMap {

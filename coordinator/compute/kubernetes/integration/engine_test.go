@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"oce.dev/oce/coordinator/compute"
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/engine"
 	"oce.dev/oce/coordinator/state"
@@ -30,16 +31,24 @@ type engineRig struct {
 }
 
 func newEngineRig(t testing.TB, mode string) *engineRig {
+	return newEngineRigWith(t, mode, func(*engine.Config) {}, func(d compute.Driver) compute.Driver { return d })
+}
+
+// newEngineRigWith is newEngineRig with the engine's configuration tuned
+// and its driver wrapped.
+func newEngineRigWith(t testing.TB, mode string, tune func(*engine.Config), wrap func(compute.Driver) compute.Driver) *engineRig {
 	cs, rec := recordingClient(t)
-	d := newDriver(t, cs)
+	d := wrap(newDriver(t, cs))
 	r := &engineRig{t: t, m: state.NewMachine(), rec: rec, nsID: uid("ns-eng"), agent: uid("a"), mode: mode}
 	r.p = engine.NewLocalProposer(r.m, engine.RealClock{}, "alice")
 	r.propose(state.CmdCreateNamespace, state.CreateNamespace{ID: r.nsID, Name: "eng"})
 	r.propose(state.CmdPutConfiguration, state.PutConfiguration{ID: "c-" + r.agent, NamespaceID: r.nsID, Name: "cfg", Document: json.RawMessage(`{}`)})
 	r.propose(state.CmdCreateAgent, state.CreateAgent{ID: r.agent, NamespaceID: r.nsID, Name: "bot", ConfigurationID: "c-" + r.agent,
 		ExecutionMode: mode, ComputeID: kdriver.Name, HarnessAuth: &state.HarnessAuth{Method: "api_key", CredentialKind: "secret", SourceRef: "secret://x/m#k"}})
-	r.e = engine.New(engine.Config{Owner: "eng", Seed: 1, PollInterval: 20 * time.Millisecond, ReadinessMin: 20 * time.Millisecond,
-		ReadinessMax: 200 * time.Millisecond, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}, r.p, d, engine.RealClock{}, nil)
+	cfg := engine.Config{Owner: "eng", Seed: 1, PollInterval: 20 * time.Millisecond, ReadinessMin: 20 * time.Millisecond,
+		ReadinessMax: 200 * time.Millisecond, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second}
+	tune(&cfg)
+	r.e = engine.New(cfg, r.p, d, engine.RealClock{}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.e.Run(ctx) }()
