@@ -253,7 +253,21 @@ func TestDeployStopDelete(t *testing.T) {
 	require.Len(t, e.expect(200, "GET", "/v1/audit?namespace=team&actor=bootstrap", nil)["items"], 6)
 	require.Len(t, e.expect(200, "GET", "/v1/audit?actor=someone", nil)["items"], 0)
 	require.Len(t, e.expect(200, "GET", "/v1/audit?until=2000-01-01T00:00:00Z", nil)["items"], 0)
-	for _, q := range []string{"after=-1", "after=x", "limit=0", "limit=1001", "since=1"} {
+	seqs := func(path string) []float64 {
+		var out []float64
+		for _, it := range e.expect(200, "GET", path, nil)["items"].([]any) {
+			out = append(out, it.(map[string]any)["seq"].(float64))
+		}
+		return out
+	}
+	require.Equal(t, []float64{1, 2}, seqs("/v1/audit?limit=2"), "oldest first by default: after= pages forward")
+	require.Equal(t, []float64{6, 5}, seqs("/v1/audit?order=newest&limit=2"), "the newest records, newest first")
+	require.Equal(t, []float64{4, 3}, seqs("/v1/audit?order=newest&limit=2&before=5"), "before= pages back")
+	require.Equal(t, []float64{2, 1}, seqs("/v1/audit?order=newest&before=3"))
+	require.Equal(t, []float64{6, 5}, seqs("/v1/audit?order=newest&after=4"))
+	require.Equal(t, []float64{3, 4}, seqs("/v1/audit?order=oldest&after=2&before=5"))
+	require.Equal(t, []float64{1}, seqs("/v1/audit?order=newest&limit=1&action="+state.AuditNamespaceCreate), "filters apply before the limit")
+	for _, q := range []string{"after=-1", "after=x", "limit=0", "limit=1001", "since=1", "before=-1", "before=x", "order=bogus"} {
 		e.reject(400, "INVALID_REQUEST", "GET", "/v1/audit?"+q, nil)
 	}
 
