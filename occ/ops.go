@@ -82,10 +82,12 @@ func clusterTable(c wire.Cluster) table {
 func (a *app) auditCmd() *cobra.Command {
 	var f client.AuditFilter
 	var since, until string
-	var watch bool
+	var watch, oldestFirst bool
 	c := &cobra.Command{
-		Use: "audit", Short: "List audit records (filter by actor, namespace with -n, action, time)", Args: cobra.NoArgs,
-		Long: "audit lists the audit log's records, filtered by actor, namespace (-n), action and time.\n\n" +
+		Use: "audit", Short: "List audit records, newest first (filter by actor, namespace with -n, action, time)", Args: cobra.NoArgs,
+		Long: "audit lists the audit log's records, filtered by actor, namespace (-n), action and time: the newest\n" +
+			"--limit records (default 100), newest first; --oldest-first lists the oldest ones first instead,\n" +
+			"and `occ audit export` writes them all in order.\n\n" +
 			"--since and --until take " + whenForms + ".\n\n" +
 			"Dates and today/yesterday are midnight in the local time zone; --until is exclusive, so\n" +
 			"--since yesterday --until today is all of yesterday. Any other value is a usage error (exit 2).",
@@ -93,7 +95,8 @@ func (a *app) auditCmd() *cobra.Command {
   occ audit --since yesterday --until today
   occ audit --since 2026-12-01 --until 2026-12-02T12:00:00+01:00
   occ audit -n team --action openclaw.agents.lifecycle.deploy
-  occ audit --limit 20 --watch`,
+  occ audit --limit 20 --watch
+  occ audit --oldest-first --after 41000`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			now := a.opts.Now()
@@ -110,6 +113,7 @@ func (a *app) auditCmd() *cobra.Command {
 			if cmd.Flags().Changed("namespace") || a.opts.Getenv("OCC_NAMESPACE") != "" {
 				f.Namespace = a.settings.Namespace
 			}
+			f.Newest = !oldestFirst
 			return a.show(cmd, watch, func(ctx context.Context) (any, func() table, error) {
 				recs, err := a.client().AuditQuery(ctx, f)
 				return recs, func() table {
@@ -129,7 +133,9 @@ func (a *app) auditCmd() *cobra.Command {
 	c.AddCommand(a.auditExportCmd())
 	fl := c.Flags()
 	fl.Int64Var(&f.After, "after", 0, "only records with a sequence number above this")
-	fl.IntVar(&f.Limit, "limit", 0, "at most this many records (server default 100, max 1000)")
+	fl.IntVar(&f.Limit, "limit", 0, "the newest this many records (server default 100, max 1000)")
+	fl.BoolVar(&oldestFirst, "oldest-first", false, "the oldest records, oldest first (--limit counts from the start)")
+	fl.Int64Var(&f.Before, "before", 0, "only records with a sequence number below this (the next page back)")
 	fl.StringVar(&f.Actor, "actor", "", "only this actor's records (user:<name>, serviceprincipal:<ns>/<name>, bootstrap)")
 	fl.StringVar(&f.Action, "action", "", "only this action (e.g. openclaw.agents.lifecycle.deploy)")
 	fl.StringVar(&since, "since", "", "only records at or after this time: "+whenForms)
