@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -307,11 +308,30 @@ func TestInstallation(t *testing.T) {
 	require.Equal(t, []any{"embedded"}, caps["openclaw"].(map[string]any)["executionModes"])
 	require.NotContains(t, caps, "nativeWorkers")
 	require.NotContains(t, inst, "sandboxDriverUnavailable")
+	runtimes := func(caps map[string]any) []string {
+		var out []string
+		for _, r := range caps["runtimes"].([]any) {
+			m := r.(map[string]any)
+			out = append(out, fmt.Sprint(m["harness"], "/", m["mode"]))
+		}
+		return out
+	}
+	require.Equal(t, []string{"openclaw/embedded", "codex/dedicated"}, runtimes(caps), "dedicated Codex runs too")
+	codex := caps["runtimes"].([]any)[1].(map[string]any)
+	require.Contains(t, codex["harnessAuth"], "codex_pat", "with the methods the driver delivers for it")
 
 	setInstallation(t, e.b, state.Installation{SandboxDriver: "openshell", NativeWorkerSupport: "pinned-runtime"})
 	caps = e.expect(200, "GET", "/v1/installation", nil)["capabilities"].(map[string]any)
 	require.Equal(t, []any{"embedded", "dedicated"}, caps["openclaw"].(map[string]any)["executionModes"])
 	require.Equal(t, "pinned-runtime", caps["nativeWorkers"].(map[string]any)["support"])
+	require.Equal(t, []string{"openclaw/embedded", "codex/dedicated", "openclaw/dedicated"}, runtimes(caps))
+
+	// A driver without dedicated Codex does not list it.
+	dc := memory.DefaultCapabilities()
+	delete(dc.Topologies, contract.DedicatedCodex)
+	e.b.SetDriver(limitedDriver{Driver: memory.New(dc), sandboxUp: true})
+	caps = e.expect(200, "GET", "/v1/installation", nil)["capabilities"].(map[string]any)
+	require.Equal(t, []string{"openclaw/embedded", "openclaw/dedicated"}, runtimes(caps))
 }
 
 func TestCluster(t *testing.T) {
