@@ -349,7 +349,9 @@ func TestCompletion(t *testing.T) {
 
 func TestInstallationAndWork(t *testing.T) {
 	h := newHarness(t)
-	require.Contains(t, h.ok("installation"), "embedded")
+	inst := h.ok("installation")
+	require.Contains(t, inst, "embedded OpenClaw")
+	require.Contains(t, inst, "dedicated Codex", "the runtimes that really run, Codex included")
 	require.Contains(t, h.ok("work"), "KIND")
 	require.Contains(t, h.ok("audit", "--limit", "5"), "SEQ")
 	r := h.run("work", "--state", "bogus")
