@@ -157,7 +157,10 @@ func TestAgents(t *testing.T) {
 	id := agent["id"].(string)
 	require.Equal(t, "embedded", agent["executionMode"], "executionMode defaults to embedded")
 	require.Equal(t, cfg["id"], agent["configurationId"])
+	require.Equal(t, cfg["name"], agent["configuration"], "the create answer names the Configuration")
+	require.Equal(t, "team", agent["namespace"])
 	require.NotContains(t, agent, "activeRevisionId")
+	require.NotContains(t, agent, "activeRevision")
 
 	// Id or name in both path segments.
 	ns := e.expect(200, "GET", "/v1/namespaces/team", nil)
@@ -234,6 +237,8 @@ func TestDeployStopDelete(t *testing.T) {
 	w0 := work[0].(map[string]any)
 	require.Equal(t, "activate", w0["kind"])
 	require.Equal(t, "queued", w0["phase"])
+	require.Equal(t, []any{"team", "bot", float64(1)}, []any{w0["namespace"], w0["agent"], w0["revision"]},
+		"work names its Namespace, Agent and revision alongside the ids")
 	require.Equal(t, workID, e.expect(200, "GET", "/v1/work/"+workID, nil)["id"])
 	e.reject(404, "NOT_FOUND", "GET", "/v1/work/none", nil)
 	require.Len(t, e.expect(200, "GET", "/v1/work?state=queued&kind=activate&agent="+id, nil)["items"], 2)
@@ -248,6 +253,8 @@ func TestDeployStopDelete(t *testing.T) {
 	require.Equal(t, state.AuditCredentialCreate, audit[1].(map[string]any)["action"])
 	require.Equal(t, state.AuditDeploy, audit[4].(map[string]any)["action"])
 	require.Equal(t, `Agent::"team/bot"`, audit[4].(map[string]any)["resource"])
+	require.Equal(t, []any{"team", "bot", float64(1)}, []any{audit[4].(map[string]any)["namespace"],
+		audit[4].(map[string]any)["agent"], audit[4].(map[string]any)["revision"]}, "audit records name what they point at")
 	require.Equal(t, "success", audit[4].(map[string]any)["outcome"])
 	require.Len(t, e.expect(200, "GET", "/v1/audit?after=5&limit=5", nil)["items"], 1)
 	require.Len(t, e.expect(200, "GET", "/v1/audit?action="+state.AuditDeploy, nil)["items"], 2)

@@ -55,7 +55,7 @@ func (s *server) listWork(w http.ResponseWriter, r *http.Request) error {
 			out = append(out, wk)
 		}
 	}
-	writeJSON(w, http.StatusOK, listOf(out, wireWork))
+	writeJSON(w, http.StatusOK, listOf(out, s.workView))
 	return nil
 }
 
@@ -66,7 +66,7 @@ func (s *server) getWork(w http.ResponseWriter, r *http.Request) error {
 	if !ok || !s.agentVisibility(r)(wk.AgentID) {
 		return notFound("work %q not found", r.PathValue("id"))
 	}
-	writeJSON(w, http.StatusOK, wireWork(wk))
+	writeJSON(w, http.StatusOK, s.workView(wk))
 	return nil
 }
 
@@ -185,7 +185,7 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
 		memo[nsID] = s.can(r, iam.ViewAudit, res)
 		return memo[nsID]
 	}
-	writeJSON(w, http.StatusOK, listOf(m.AuditQuery(f, limit), wireAudit))
+	writeJSON(w, http.StatusOK, listOf(m.AuditQuery(f, limit), s.auditView))
 	return nil
 }
 
@@ -217,7 +217,8 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) error {
 			st := agentStatus(m, a)
 			out.Agents = append(out.Agents, wire.AgentSummary{Namespace: ns.Name, Name: a.Name, ID: a.ID,
 				ExecutionMode: a.ExecutionMode, ActiveRevisionID: a.ActiveRevisionID,
-				RevisionCount: a.RevisionCount, Deleting: a.Deleting, State: st.State, Reason: st.Reason})
+				RevisionCount: a.RevisionCount, Deleting: a.Deleting, State: st.State, Reason: st.Reason,
+				ActiveRevision: m.NamesOf("", "", "", a.ActiveRevisionID).Revision})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

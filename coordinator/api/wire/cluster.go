@@ -107,6 +107,8 @@ type AgentSummary struct {
 	// State and Reason are the Agent's observed state (wire/truth.go).
 	State  string `json:"state,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// ActiveRevision is the active revision's number (0: none).
+	ActiveRevision int64 `json:"activeRevision,omitempty"`
 }
 
 // Endpoints is the answer of GET …/agents/{agent}/endpoints: where the
