@@ -1,6 +1,7 @@
 package occ
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -42,8 +43,8 @@ func (a *app) statusCmd() *cobra.Command {
 }
 
 func summaryTable(as []wire.AgentSummary) table {
-	t := table{header: []string{"NAMESPACE", "AGENT", "MODE", "ACTIVE REVISION", "REVISIONS", "STATE", "REASON", "ID"},
-		wide: wideCols(7)}
+	t := table{header: []string{"NAMESPACE", "AGENT", "MODE", "ACTIVE REVISION", "REVISIONS", "STATE", "REASON", "ID",
+		"ACTIVE REVISION ID"}, wide: wideCols(7, 8)}
 	for _, s := range as {
 		st := s.State
 		if st == "" { // an older coordinator: what it knows
@@ -55,8 +56,8 @@ func summaryTable(as []wire.AgentSummary) table {
 				st = "deleting"
 			}
 		}
-		t.rows = append(t.rows, []string{s.Namespace, s.Name, s.ExecutionMode, short(s.ActiveRevisionID),
-			itoa(s.RevisionCount), st, dash(s.Reason), s.ID})
+		t.rows = append(t.rows, []string{s.Namespace, s.Name, s.ExecutionMode, revNumber(s.ActiveRevision, s.ActiveRevisionID),
+			itoa(s.RevisionCount), st, dash(s.Reason), s.ID, dash(s.ActiveRevisionID)})
 		t.names = append(t.names, "agent/"+s.Namespace+"/"+s.Name)
 	}
 	return t
@@ -116,16 +117,7 @@ func (a *app) auditCmd() *cobra.Command {
 			f.Newest = !oldestFirst
 			return a.show(cmd, watch, func(ctx context.Context) (any, func() table, error) {
 				recs, err := a.client().AuditQuery(ctx, f)
-				return recs, func() table {
-					t := table{header: []string{"SEQ", "TIME", "ACTOR", "ACTION", "RESOURCE", "OUTCOME", "REVISION", "AGENT", "NAMESPACE"},
-						wide: wideCols(7, 8)}
-					for _, r := range recs {
-						t.rows = append(t.rows, []string{itoa(r.Seq), ts(r.Time), dash(r.Actor), r.Action, dash(r.Resource),
-							dash(r.Outcome), short(r.RevisionID), short(r.AgentID), short(r.NamespaceID)})
-						t.names = append(t.names, "audit/"+itoa(r.Seq))
-					}
-					return t
-				}, err
+				return recs, func() table { return auditTable(recs) }, err
 			})
 		},
 	}
@@ -143,6 +135,32 @@ func (a *app) auditCmd() *cobra.Command {
 	return c
 }
 
+// auditTable shows audit records; -o wide adds the Namespace, Agent and
+// revision by name and number (a short id where the coordinator sent no
+// name: the resource is gone, or the coordinator is older).
+func auditTable(recs []wire.AuditRecord) table {
+	t := table{header: []string{"SEQ", "TIME", "ACTOR", "ACTION", "RESOURCE", "OUTCOME", "NAMESPACE", "AGENT", "REVISION"},
+		wide: wideCols(6, 7, 8)}
+	for _, r := range recs {
+		t.rows = append(t.rows, []string{itoa(r.Seq), ts(r.Time), dash(r.Actor), r.Action, dash(r.Resource), dash(r.Outcome),
+			cmp.Or(r.Namespace, short(r.NamespaceID)), cmp.Or(r.Agent, short(r.AgentID)), revNumber(r.Revision, r.RevisionID)})
+		t.names = append(t.names, "audit/"+itoa(r.Seq))
+	}
+	return t
+}
+
+// clusterWorkTable is workTable for work of every Namespace: the Agent as
+// namespace/name.
+func clusterWorkTable(ws []wire.Work) table {
+	t := workTable(nil, ws...)
+	for i, w := range ws {
+		if w.Namespace != "" && w.Agent != "" {
+			t.rows[i][1] = w.Namespace + "/" + w.Agent
+		}
+	}
+	return t
+}
+
 func (a *app) workCmd() *cobra.Command {
 	var f client.WorkFilter
 	var watch bool
@@ -152,7 +170,7 @@ func (a *app) workCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.show(cmd, watch, func(ctx context.Context) (any, func() table, error) {
 				ws, err := a.client().Work(ctx, f)
-				return ws, func() table { return workTable(nil, ws...) }, err
+				return ws, func() table { return clusterWorkTable(ws) }, err
 			})
 		},
 	}
