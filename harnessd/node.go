@@ -8,14 +8,24 @@ import (
 	"time"
 
 	"oce.dev/oce/shared/atomicfile"
+	"oce.dev/oce/shared/backoff"
 	"oce.dev/oce/shared/logging"
 	"oce.dev/oce/shared/supervise"
 )
 
 // Companion workspace node timing (docs/design/reference.md#s1-6).
 const (
-	// NodeRestartDelay is the pause before a nodehost that exited is started again.
+	// NodeRestartDelay is the pause before a nodehost that exited is
+	// started again; it doubles with every exit in a row, up to
+	// NodeRestartMax, so a node that cannot connect (a bad setup code, a
+	// Gateway that is down) costs a start a minute rather than a second.
 	NodeRestartDelay = time.Second
+	// NodeRestartMax bounds the doubled restart delay.
+	NodeRestartMax = time.Minute
+	// NodeStableRun is how long a nodehost must have run for its exit to
+	// count as a new failure rather than one more in a row: the delay
+	// starts over from NodeRestartDelay.
+	NodeStableRun = 30 * time.Second
 	// NodeWatchInterval is how often harnessd looks for an enrollment file
 	// or a device token before the node is first started (the coordinator
 	// delivers the one-use enrollment file after the Harness started).
@@ -109,14 +119,44 @@ func (h *harness) nodeArgs() []string {
 	return a
 }
 
-// companion supervises nodehost while harnessd serves: started once an
-// enrollment file or device token is present, restarted NodeRestartDelay
-// after every exit, stopped (9 s budget) with harnessd.
-func (h *harness) companion(ctx context.Context) {
-	delay := h.opts.NodeRestartDelay
-	if delay <= 0 {
-		delay = NodeRestartDelay
+// nodeRestarts decides, after each nodehost exit, how long to wait and
+// whether the exit is news: a run of identical quick exits is one warning
+// (and a debug record per repeat), not a warning per restart.
+type nodeRestarts struct {
+	bo         backoff.Sequence
+	lastStatus string
+	repeats    int
+}
+
+func newNodeRestarts(base time.Duration) *nodeRestarts {
+	if base <= 0 {
+		base = NodeRestartDelay
 	}
+	return &nodeRestarts{bo: backoff.Sequence{Policy: backoff.Policy{Base: base, Max: max(base, NodeRestartMax)}}}
+}
+
+// exited records an exit with status after a run of ran and returns the
+// pause before the next start and whether the exit deserves a warning.
+func (n *nodeRestarts) exited(status string, ran time.Duration) (time.Duration, bool) {
+	if ran >= NodeStableRun {
+		n.bo.Reset()
+		n.lastStatus = ""
+	}
+	news := status != n.lastStatus
+	if news {
+		n.lastStatus, n.repeats = status, 0
+	} else {
+		n.repeats++
+	}
+	return n.bo.Next(), news
+}
+
+// companion supervises nodehost while harnessd serves: started once an
+// enrollment file or device token is present, restarted after every exit
+// with a doubling delay (nodeRestarts), stopped (9 s budget) with harnessd.
+func (h *harness) companion(ctx context.Context) {
+	restarts := newNodeRestarts(h.opts.NodeRestartDelay)
+	delay := restarts.bo.Base
 	wait := func(d time.Duration) bool {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -146,12 +186,24 @@ func (h *harness) companion(ctx context.Context) {
 				return
 			}
 			logging.Event(ctx, h.log, map[string]any{"event": logging.EventWorkspaceNode, "container": Container, "outcome": logging.OutcomeFailed, "code": "UNAVAILABLE"})
+			delay, _ = restarts.exited("not started", 0)
 		} else {
+			started := time.Now()
 			logging.Event(ctx, h.log, map[string]any{"event": logging.EventWorkspaceNode, "container": Container, "outcome": logging.OutcomeOK})
 			<-p.Done() // a stop reaches nodehost through the supervisor's signal forwarding
 			_ = stderr.Close()
+			if ctx.Err() != nil {
+				return
+			}
 			st, _ := p.Status()
-			h.log.Warn("nodehost exited", "status", st.String())
+			var news bool
+			delay, news = restarts.exited(st.String(), time.Since(started))
+			if news {
+				h.log.Warn("nodehost exited", "status", st.String(), "restartInMs", delay.Milliseconds())
+			} else {
+				h.log.Debug("nodehost exited again", "status", st.String(), "repeats", restarts.repeats,
+					"restartInMs", delay.Milliseconds())
+			}
 		}
 		if !wait(delay) {
 			return

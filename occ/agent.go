@@ -1,6 +1,7 @@
 package occ
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -308,15 +309,17 @@ func (a *app) agentCmd() *cobra.Command {
 	return c
 }
 
-// agentTable shows an Agent's configuration by name when cfgs has it, and
-// its observed state.
+// agentTable shows an Agent by names: its configuration's (from the
+// Agent, else cfgs, else a short id) and its active revision's number; the
+// ids only with -o wide.
 func agentTable(cfgs []wire.Configuration, ags ...wire.Agent) table {
 	names := map[string]string{}
 	for _, c := range cfgs {
 		names[c.ID] = c.Name
 	}
-	t := table{header: []string{"NAME", "MODE", "CONFIGURATION", "ACTIVE REVISION", "REVISIONS", "AUTH", "STATE", "ID", "COMPUTE", "PLUGINS"},
-		wide: wideCols(7, 8, 9)}
+	t := table{header: []string{"NAME", "MODE", "CONFIGURATION", "ACTIVE REVISION", "REVISIONS", "AUTH", "STATE", "ID",
+		"ACTIVE REVISION ID", "COMPUTE", "PLUGINS"},
+		wide: wideCols(7, 8, 9, 10)}
 	for _, ag := range ags {
 		auth := "-"
 		if ag.HarnessAuth != nil {
@@ -333,28 +336,25 @@ func agentTable(cfgs []wire.Configuration, ags ...wire.Agent) table {
 				st += " (" + ag.Status.Reason + ")"
 			}
 		}
-		cfg := names[ag.ConfigurationID]
-		if cfg == "" {
-			cfg = short(ag.ConfigurationID)
-		}
-		t.rows = append(t.rows, []string{name, ag.ExecutionMode, cfg, short(ag.ActiveRevisionID), itoa(ag.RevisionCount), auth,
-			st, ag.ID, dash(ag.ComputeID), dash(strings.Join(ag.Plugins, ","))})
+		cfg := cmp.Or(ag.Configuration, names[ag.ConfigurationID], short(ag.ConfigurationID))
+		t.rows = append(t.rows, []string{name, ag.ExecutionMode, cfg, revNumber(ag.ActiveRevision, ag.ActiveRevisionID),
+			itoa(ag.RevisionCount), auth, st, ag.ID, dash(ag.ActiveRevisionID), dash(ag.ComputeID),
+			dash(strings.Join(ag.Plugins, ","))})
 		t.names = append(t.names, "agent/"+ag.Name)
 	}
 	return t
 }
 
-// workTable shows work items; agents maps Agent ids to names when known.
+// workTable shows work items by kind, Agent name and revision number;
+// agents maps Agent ids to names for a coordinator that does not name
+// them. The work's id is a -o wide column.
 func workTable(agents map[string]string, ws ...wire.Work) table {
-	t := table{header: []string{"ID", "KIND", "AGENT", "REVISION", "STATE", "PHASE", "ATTEMPTS", "LAST CODE", "UPDATED", "DETAIL"},
-		wide: wideCols(9)}
+	t := table{header: []string{"KIND", "AGENT", "REVISION", "STATE", "PHASE", "ATTEMPTS", "LAST CODE", "UPDATED", "ID", "DETAIL"},
+		wide: wideCols(8, 9)}
 	for _, w := range ws {
-		agent := agents[w.AgentID]
-		if agent == "" {
-			agent = short(w.AgentID)
-		}
-		t.rows = append(t.rows, []string{w.ID, w.Kind, agent, short(w.RevisionID), w.State, dash(w.Phase),
-			fmt.Sprintf("%d/%d", w.Attempts, w.MaxAttempts), dash(w.LastCode), ts(w.UpdatedAt), dash(w.LastDetail)})
+		agent := cmp.Or(w.Agent, agents[w.AgentID], short(w.AgentID))
+		t.rows = append(t.rows, []string{w.Kind, agent, revNumber(w.Revision, w.RevisionID), w.State, dash(w.Phase),
+			fmt.Sprintf("%d/%d", w.Attempts, w.MaxAttempts), dash(w.LastCode), ts(w.UpdatedAt), w.ID, dash(w.LastDetail)})
 		t.names = append(t.names, "work/"+w.ID)
 	}
 	return t

@@ -190,8 +190,14 @@ func TestAgentLogsThroughTheDriver(t *testing.T) {
 	rev, ok := m.Revision(ag.ActiveRevisionID)
 	require.True(t, ok)
 	require.NoError(t, h.b.Driver().PrepareRevision(context.Background(), rev))
-	require.Contains(t, h.ok("-n", "team", "agent", "logs", "bot"), `"op":"PrepareRevision","container":"gateway"`)
-	require.Contains(t, h.ok("-n", "team", "agent", "logs", "bot", "--harness", "--tail", "5"), `"container":"harness"`)
+	pretty := h.ok("-n", "team", "agent", "logs", "bot")
+	require.Contains(t, pretty, "memory driver call op=PrepareRevision container=gateway\n", "records are rendered")
+	require.NotContains(t, pretty, `"op":`)
+	require.Contains(t, h.ok("-n", "team", "agent", "logs", "bot", "--harness", "--tail", "5"), "container=harness")
+	for _, raw := range [][]string{{"--raw"}, {"-o", "json"}} {
+		require.Contains(t, h.ok(append([]string{"-n", "team", "agent", "logs", "bot"}, raw...)...),
+			`{"msg":"memory driver call","op":"PrepareRevision","container":"gateway"}`+"\n", "%v keeps the log as written", raw)
+	}
 	r := h.run("-n", "team", "agent", "logs", "bot", "--gateway", "--harness")
 	require.Equal(t, occ.ExitUsage, r.code)
 }

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -30,6 +33,10 @@ type agentDescription struct {
 	Phase         string          `json:"phase"`
 	Held          string          `json:"held,omitempty"`
 	Endpoints     *wire.Endpoints `json:"endpoints,omitempty"`
+	// EndpointReach says where Endpoints can be used from when not from
+	// this client: "in-cluster only", "the coordinator's host only"
+	// (endpointReach); empty when this client can reach them.
+	EndpointReach string          `json:"endpointReach,omitempty"`
 	Revisions     []wire.Revision `json:"revisions"`
 	Events        []wire.Work     `json:"events"`
 }
@@ -49,6 +56,7 @@ func (a *app) describeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			d.EndpointReach = endpointReach(d.Endpoints, a.settings.Server, a.opts.Getenv, socketExists)
 			if f := a.settings.Output; f != outTable && f != outWide {
 				return a.print(cmd.OutOrStdout(), d, func() table {
 					return table{names: []string{"agent/" + d.Agent.Name}}
@@ -165,9 +173,17 @@ func writeDescription(w io.Writer, d agentDescription, wide bool) error {
 	}
 	endpoint := "-"
 	if e := d.Endpoints; e != nil {
-		endpoint = dash(e.Gateway)
-		if e.Socket != "" {
-			endpoint += " (socket " + e.Socket + ")"
+		switch {
+		case d.EndpointReach == "":
+			endpoint = dash(e.Gateway)
+			if e.Socket != "" {
+				endpoint += " (socket " + e.Socket + ")"
+			}
+		case wide:
+			endpoint = dash(e.Gateway) + " (" + d.EndpointReach + ")"
+		default:
+			// An address this client cannot dial is not shown as one.
+			endpoint = "- (" + d.EndpointReach + "; -o wide shows it; occ agent send reaches the Agent through the coordinator)"
 		}
 	}
 	plugins := "-"
@@ -234,4 +250,58 @@ func indented(w io.Writer, t table, wide bool) error {
 		fmt.Fprintln(tw, "  "+strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
+}
+
+// Where an endpoint can be used from, when not from this client.
+const (
+	reachInCluster       = "in-cluster only"
+	reachCoordinatorHost = "the coordinator's host only"
+)
+
+// endpointReach says whether this client can reach the Gateway endpoint:
+// "" when it can, else from where it could. A cluster DNS name (*.svc)
+// resolves only inside a Kubernetes cluster (KUBERNETES_SERVICE_HOST set);
+// a loopback address and the Unix socket are on the coordinator's host,
+// which this client is on when it reaches the coordinator over loopback or
+// sees the socket.
+func endpointReach(e *wire.Endpoints, server string, getenv func(string) string, exists func(string) bool) string {
+	if e == nil || e.Gateway == "" && e.Socket == "" {
+		return ""
+	}
+	if e.Socket != "" && exists(e.Socket) {
+		return ""
+	}
+	host := ""
+	if u, err := url.Parse(e.Gateway); err == nil {
+		host = u.Hostname()
+	}
+	switch {
+	case host == "":
+		return reachCoordinatorHost // a socket this client does not see
+	case strings.HasSuffix(host, ".svc") || strings.Contains(host, ".svc."):
+		if getenv("KUBERNETES_SERVICE_HOST") != "" {
+			return ""
+		}
+		return reachInCluster
+	case isLoopback(host):
+		if u, err := url.Parse(server); err == nil && isLoopback(u.Hostname()) {
+			return ""
+		}
+		return reachCoordinatorHost
+	}
+	return ""
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// socketExists reports whether a Unix socket is at path on this machine.
+func socketExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode()&os.ModeSocket != 0
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -70,4 +71,41 @@ func TestAuditExport(t *testing.T) {
 	}
 	later := h.ok("audit", "export", "--after", fmt.Sprint(prev-3))
 	require.Len(t, bytes.Split(bytes.TrimSpace([]byte(later)), []byte("\n")), 3)
+}
+
+// TestAuditNewestFirst: occ audit --limit N answers the newest N records,
+// newest first; --oldest-first the oldest; --before pages back.
+func TestAuditNewestFirst(t *testing.T) {
+	h := newHarness(t)
+	for i := range 30 {
+		_, err := h.b.Apply(state.CmdRecordAudit, state.RecordAudit{Action: "oce.test", Resource: state.ClusterResource,
+			Outcome: state.OutcomeSuccess, Details: map[string]string{"i": fmt.Sprint(i)}})
+		require.NoError(t, err)
+	}
+	all := h.b.M.Audit(0, 0)
+	last := all[len(all)-1].Seq
+	seqs := func(args ...string) []int64 {
+		var recs []struct{ Seq int64 }
+		require.NoError(t, json.Unmarshal([]byte(h.ok(append([]string{"audit", "-o", "json"}, args...)...)), &recs))
+		out := make([]int64, 0, len(recs))
+		for _, r := range recs {
+			out = append(out, r.Seq)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []int64
+	}{
+		{"newest first by default", []string{"--limit", "3"}, []int64{last, last - 1, last - 2}},
+		{"the next page back", []string{"--limit", "2", "--before", fmt.Sprint(last - 2)}, []int64{last - 3, last - 4}},
+		{"oldest first on request", []string{"--limit", "3", "--oldest-first"}, []int64{all[0].Seq, all[1].Seq, all[2].Seq}},
+		{"after bounds from below", []string{"--after", fmt.Sprint(last - 2)}, []int64{last, last - 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { require.Equal(t, tc.want, seqs(tc.args...)) })
+	}
+	table := strings.Split(strings.TrimSpace(h.ok("audit", "--limit", "2")), "\n")
+	require.Len(t, table, 3)
+	require.True(t, strings.HasPrefix(table[1], fmt.Sprint(last)+" "), "the first row is the newest: %q", table[1])
 }

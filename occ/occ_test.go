@@ -239,8 +239,11 @@ func TestDeployWait(t *testing.T) {
 	require.Contains(t, h.ok("audit"), state.AuditActivate)
 	status := h.ok("status")
 	require.Contains(t, status, "team")
-	require.Contains(t, status, rev.ID[:12])
-	require.Contains(t, h.ok("status", "-o", "wide"), ag.ID, "-o wide adds the ids")
+	require.NotContains(t, status, rev.ID[:12], "the active revision by number, not id")
+	require.Regexp(t, `team\s+bot\s+embedded\s+1\s+1\s+serving`, status)
+	wide := h.ok("status", "-o", "wide")
+	require.Contains(t, wide, ag.ID, "-o wide adds the ids")
+	require.Contains(t, wide, rev.ID)
 	var st struct {
 		Cluster struct{ State string }
 		Agents  []struct{ Name, ActiveRevisionID string }
@@ -248,6 +251,7 @@ func TestDeployWait(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal([]byte(h.ok("status", "-o", "yaml")), &st))
 	require.Equal(t, "Leader", st.Cluster.State)
 	require.Equal(t, rev.ID, st.Agents[0].ActiveRevisionID)
+	require.Contains(t, h.ok("status", "-o", "json"), `"activeRevision": 1`, "json carries the number too")
 	// --server wins over OCC_SERVER.
 	h.env["OCC_SERVER"] = "http://127.0.0.1:1"
 	require.Equal(t, occ.ExitErr, h.run("status").code)
@@ -349,7 +353,9 @@ func TestCompletion(t *testing.T) {
 
 func TestInstallationAndWork(t *testing.T) {
 	h := newHarness(t)
-	require.Contains(t, h.ok("installation"), "embedded")
+	inst := h.ok("installation")
+	require.Contains(t, inst, "embedded OpenClaw")
+	require.Contains(t, inst, "dedicated Codex", "the runtimes that really run, Codex included")
 	require.Contains(t, h.ok("work"), "KIND")
 	require.Contains(t, h.ok("audit", "--limit", "5"), "SEQ")
 	r := h.run("work", "--state", "bogus")

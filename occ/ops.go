@@ -1,6 +1,7 @@
 package occ
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -42,8 +43,8 @@ func (a *app) statusCmd() *cobra.Command {
 }
 
 func summaryTable(as []wire.AgentSummary) table {
-	t := table{header: []string{"NAMESPACE", "AGENT", "MODE", "ACTIVE REVISION", "REVISIONS", "STATE", "REASON", "ID"},
-		wide: wideCols(7)}
+	t := table{header: []string{"NAMESPACE", "AGENT", "MODE", "ACTIVE REVISION", "REVISIONS", "STATE", "REASON", "ID",
+		"ACTIVE REVISION ID"}, wide: wideCols(7, 8)}
 	for _, s := range as {
 		st := s.State
 		if st == "" { // an older coordinator: what it knows
@@ -55,8 +56,8 @@ func summaryTable(as []wire.AgentSummary) table {
 				st = "deleting"
 			}
 		}
-		t.rows = append(t.rows, []string{s.Namespace, s.Name, s.ExecutionMode, short(s.ActiveRevisionID),
-			itoa(s.RevisionCount), st, dash(s.Reason), s.ID})
+		t.rows = append(t.rows, []string{s.Namespace, s.Name, s.ExecutionMode, revNumber(s.ActiveRevision, s.ActiveRevisionID),
+			itoa(s.RevisionCount), st, dash(s.Reason), s.ID, dash(s.ActiveRevisionID)})
 		t.names = append(t.names, "agent/"+s.Namespace+"/"+s.Name)
 	}
 	return t
@@ -82,10 +83,12 @@ func clusterTable(c wire.Cluster) table {
 func (a *app) auditCmd() *cobra.Command {
 	var f client.AuditFilter
 	var since, until string
-	var watch bool
+	var watch, oldestFirst bool
 	c := &cobra.Command{
-		Use: "audit", Short: "List audit records (filter by actor, namespace with -n, action, time)", Args: cobra.NoArgs,
-		Long: "audit lists the audit log's records, filtered by actor, namespace (-n), action and time.\n\n" +
+		Use: "audit", Short: "List audit records, newest first (filter by actor, namespace with -n, action, time)", Args: cobra.NoArgs,
+		Long: "audit lists the audit log's records, filtered by actor, namespace (-n), action and time: the newest\n" +
+			"--limit records (default 100), newest first; --oldest-first lists the oldest ones first instead,\n" +
+			"and `occ audit export` writes them all in order.\n\n" +
 			"--since and --until take " + whenForms + ".\n\n" +
 			"Dates and today/yesterday are midnight in the local time zone; --until is exclusive, so\n" +
 			"--since yesterday --until today is all of yesterday. Any other value is a usage error (exit 2).",
@@ -93,7 +96,8 @@ func (a *app) auditCmd() *cobra.Command {
   occ audit --since yesterday --until today
   occ audit --since 2026-12-01 --until 2026-12-02T12:00:00+01:00
   occ audit -n team --action openclaw.agents.lifecycle.deploy
-  occ audit --limit 20 --watch`,
+  occ audit --limit 20 --watch
+  occ audit --oldest-first --after 41000`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			now := a.opts.Now()
@@ -110,18 +114,10 @@ func (a *app) auditCmd() *cobra.Command {
 			if cmd.Flags().Changed("namespace") || a.opts.Getenv("OCC_NAMESPACE") != "" {
 				f.Namespace = a.settings.Namespace
 			}
+			f.Newest = !oldestFirst
 			return a.show(cmd, watch, func(ctx context.Context) (any, func() table, error) {
 				recs, err := a.client().AuditQuery(ctx, f)
-				return recs, func() table {
-					t := table{header: []string{"SEQ", "TIME", "ACTOR", "ACTION", "RESOURCE", "OUTCOME", "REVISION", "AGENT", "NAMESPACE"},
-						wide: wideCols(7, 8)}
-					for _, r := range recs {
-						t.rows = append(t.rows, []string{itoa(r.Seq), ts(r.Time), dash(r.Actor), r.Action, dash(r.Resource),
-							dash(r.Outcome), short(r.RevisionID), short(r.AgentID), short(r.NamespaceID)})
-						t.names = append(t.names, "audit/"+itoa(r.Seq))
-					}
-					return t
-				}, err
+				return recs, func() table { return auditTable(recs) }, err
 			})
 		},
 	}
@@ -129,12 +125,40 @@ func (a *app) auditCmd() *cobra.Command {
 	c.AddCommand(a.auditExportCmd())
 	fl := c.Flags()
 	fl.Int64Var(&f.After, "after", 0, "only records with a sequence number above this")
-	fl.IntVar(&f.Limit, "limit", 0, "at most this many records (server default 100, max 1000)")
+	fl.IntVar(&f.Limit, "limit", 0, "the newest this many records (server default 100, max 1000)")
+	fl.BoolVar(&oldestFirst, "oldest-first", false, "the oldest records, oldest first (--limit counts from the start)")
+	fl.Int64Var(&f.Before, "before", 0, "only records with a sequence number below this (the next page back)")
 	fl.StringVar(&f.Actor, "actor", "", "only this actor's records (user:<name>, serviceprincipal:<ns>/<name>, bootstrap)")
 	fl.StringVar(&f.Action, "action", "", "only this action (e.g. openclaw.agents.lifecycle.deploy)")
 	fl.StringVar(&since, "since", "", "only records at or after this time: "+whenForms)
 	fl.StringVar(&until, "until", "", "only records before this time (the same forms as --since)")
 	return c
+}
+
+// auditTable shows audit records; -o wide adds the Namespace, Agent and
+// revision by name and number (a short id where the coordinator sent no
+// name: the resource is gone, or the coordinator is older).
+func auditTable(recs []wire.AuditRecord) table {
+	t := table{header: []string{"SEQ", "TIME", "ACTOR", "ACTION", "RESOURCE", "OUTCOME", "NAMESPACE", "AGENT", "REVISION"},
+		wide: wideCols(6, 7, 8)}
+	for _, r := range recs {
+		t.rows = append(t.rows, []string{itoa(r.Seq), ts(r.Time), dash(r.Actor), r.Action, dash(r.Resource), dash(r.Outcome),
+			cmp.Or(r.Namespace, short(r.NamespaceID)), cmp.Or(r.Agent, short(r.AgentID)), revNumber(r.Revision, r.RevisionID)})
+		t.names = append(t.names, "audit/"+itoa(r.Seq))
+	}
+	return t
+}
+
+// clusterWorkTable is workTable for work of every Namespace: the Agent as
+// namespace/name.
+func clusterWorkTable(ws []wire.Work) table {
+	t := workTable(nil, ws...)
+	for i, w := range ws {
+		if w.Namespace != "" && w.Agent != "" {
+			t.rows[i][1] = w.Namespace + "/" + w.Agent
+		}
+	}
+	return t
 }
 
 func (a *app) workCmd() *cobra.Command {
@@ -146,7 +170,7 @@ func (a *app) workCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.show(cmd, watch, func(ctx context.Context) (any, func() table, error) {
 				ws, err := a.client().Work(ctx, f)
-				return ws, func() table { return workTable(nil, ws...) }, err
+				return ws, func() table { return clusterWorkTable(ws) }, err
 			})
 		},
 	}

@@ -192,3 +192,15 @@ func short(id string) string {
 	}
 	return dash(id)
 }
+
+// revNumber shows a revision by its number; a coordinator that does not
+// send numbers gets the short id, and no revision is "-".
+func revNumber(n int64, id string) string {
+	switch {
+	case n > 0:
+		return itoa(n)
+	case id == "":
+		return "-"
+	}
+	return short(id)
+}

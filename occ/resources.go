@@ -335,7 +335,10 @@ func revisionTable(active string, revs ...wire.Revision) table {
 
 func (a *app) installationCmd() *cobra.Command {
 	return &cobra.Command{
-		Use: "installation", Short: "Show what Agents of this installation can deploy", Args: cobra.NoArgs,
+		Use: "installation", Short: "Show the runtimes Agents of this installation can deploy in", Args: cobra.NoArgs,
+		Long: "installation lists every runtime an Agent can deploy in here — embedded OpenClaw, dedicated Codex,\n" +
+			"dedicated OpenClaw — as the compute driver runs them, with the harnessAuth methods it delivers for\n" +
+			"each; native worker support and a Sandbox driver outage follow the table.",
 		Example: "  occ installation\n  occ installation -o json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := a.ctx(cmd)
@@ -344,20 +347,49 @@ func (a *app) installationCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.print(cmd.OutOrStdout(), inst, func() table {
-				native, driver, auth := "-", "-", "-"
-				if inst.Capabilities.NativeWorkers != nil {
-					native = inst.Capabilities.NativeWorkers.Support
-				}
-				if c := inst.Compute; c != nil {
-					driver, auth = dash(c.Driver), dash(strings.Join(c.HarnessAuth, ","))
-				}
-				return table{header: []string{"OPENCLAW MODES", "NATIVE WORKERS", "SANDBOX DRIVER UNAVAILABLE", "COMPUTE", "HARNESS AUTH"},
-					wide: wideCols(4),
-					rows: [][]string{{strings.Join(inst.Capabilities.OpenClaw.ExecutionModes, ","), native,
-						fmt.Sprint(inst.SandboxDriverUnavailable), driver, auth}},
-					names: []string{"installation/" + driver}}
-			})
+			return a.print(cmd.OutOrStdout(), inst, func() table { return installationTable(inst) })
 		},
 	}
+}
+
+// harnessNames spells harness ids for people.
+var harnessNames = map[string]string{wire.HarnessOpenClaw: "OpenClaw", wire.HarnessCodex: "Codex"}
+
+// installationTable has a row per runtime; an older coordinator that lists
+// no runtimes gets rows from its OpenClaw execution modes.
+func installationTable(inst wire.Installation) table {
+	caps := inst.Capabilities
+	driver, auth := "-", "-"
+	if c := inst.Compute; c != nil {
+		driver, auth = dash(c.Driver), dash(strings.Join(c.HarnessAuth, ","))
+	}
+	rts := caps.Runtimes
+	if rts == nil {
+		for _, m := range caps.OpenClaw.ExecutionModes {
+			rts = append(rts, wire.RuntimeCapability{Harness: wire.HarnessOpenClaw, Mode: m})
+		}
+	}
+	t := table{header: []string{"RUNTIME", "HARNESS", "MODE", "COMPUTE", "HARNESS AUTH"}, wide: wideCols(1, 2),
+		names: []string{"installation/" + driver}}
+	for _, r := range rts {
+		name := harnessNames[r.Harness]
+		if name == "" {
+			name = r.Harness
+		}
+		ra := auth
+		if r.HarnessAuth != nil {
+			ra = strings.Join(r.HarnessAuth, ",")
+		}
+		t.rows = append(t.rows, []string{r.Mode + " " + name, r.Harness, r.Mode, driver, ra})
+	}
+	if len(rts) == 0 {
+		t.trailer = "No runtime: this installation's compute driver runs no Agent.\n"
+	}
+	if nw := caps.NativeWorkers; nw != nil {
+		t.trailer += "Native workers: " + nw.Support + "\n"
+	}
+	if inst.SandboxDriverUnavailable {
+		t.trailer += "Sandbox driver: unavailable (dedicated OpenClaw cannot deploy until it is back)\n"
+	}
+	return t
 }

@@ -242,6 +242,6 @@ func (s *server) agentWork(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.AgentID = a.ID
-	writeJSON(w, http.StatusOK, listOf(s.b.Machine().WorkItems(f), wireWork))
+	writeJSON(w, http.StatusOK, listOf(s.b.Machine().WorkItems(f), s.workView))
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -156,7 +157,10 @@ func TestAgents(t *testing.T) {
 	id := agent["id"].(string)
 	require.Equal(t, "embedded", agent["executionMode"], "executionMode defaults to embedded")
 	require.Equal(t, cfg["id"], agent["configurationId"])
+	require.Equal(t, cfg["name"], agent["configuration"], "the create answer names the Configuration")
+	require.Equal(t, "team", agent["namespace"])
 	require.NotContains(t, agent, "activeRevisionId")
+	require.NotContains(t, agent, "activeRevision")
 
 	// Id or name in both path segments.
 	ns := e.expect(200, "GET", "/v1/namespaces/team", nil)
@@ -233,6 +237,8 @@ func TestDeployStopDelete(t *testing.T) {
 	w0 := work[0].(map[string]any)
 	require.Equal(t, "activate", w0["kind"])
 	require.Equal(t, "queued", w0["phase"])
+	require.Equal(t, []any{"team", "bot", float64(1)}, []any{w0["namespace"], w0["agent"], w0["revision"]},
+		"work names its Namespace, Agent and revision alongside the ids")
 	require.Equal(t, workID, e.expect(200, "GET", "/v1/work/"+workID, nil)["id"])
 	e.reject(404, "NOT_FOUND", "GET", "/v1/work/none", nil)
 	require.Len(t, e.expect(200, "GET", "/v1/work?state=queued&kind=activate&agent="+id, nil)["items"], 2)
@@ -247,13 +253,29 @@ func TestDeployStopDelete(t *testing.T) {
 	require.Equal(t, state.AuditCredentialCreate, audit[1].(map[string]any)["action"])
 	require.Equal(t, state.AuditDeploy, audit[4].(map[string]any)["action"])
 	require.Equal(t, `Agent::"team/bot"`, audit[4].(map[string]any)["resource"])
+	require.Equal(t, []any{"team", "bot", float64(1)}, []any{audit[4].(map[string]any)["namespace"],
+		audit[4].(map[string]any)["agent"], audit[4].(map[string]any)["revision"]}, "audit records name what they point at")
 	require.Equal(t, "success", audit[4].(map[string]any)["outcome"])
 	require.Len(t, e.expect(200, "GET", "/v1/audit?after=5&limit=5", nil)["items"], 1)
 	require.Len(t, e.expect(200, "GET", "/v1/audit?action="+state.AuditDeploy, nil)["items"], 2)
 	require.Len(t, e.expect(200, "GET", "/v1/audit?namespace=team&actor=bootstrap", nil)["items"], 6)
 	require.Len(t, e.expect(200, "GET", "/v1/audit?actor=someone", nil)["items"], 0)
 	require.Len(t, e.expect(200, "GET", "/v1/audit?until=2000-01-01T00:00:00Z", nil)["items"], 0)
-	for _, q := range []string{"after=-1", "after=x", "limit=0", "limit=1001", "since=1"} {
+	seqs := func(path string) []float64 {
+		var out []float64
+		for _, it := range e.expect(200, "GET", path, nil)["items"].([]any) {
+			out = append(out, it.(map[string]any)["seq"].(float64))
+		}
+		return out
+	}
+	require.Equal(t, []float64{1, 2}, seqs("/v1/audit?limit=2"), "oldest first by default: after= pages forward")
+	require.Equal(t, []float64{6, 5}, seqs("/v1/audit?order=newest&limit=2"), "the newest records, newest first")
+	require.Equal(t, []float64{4, 3}, seqs("/v1/audit?order=newest&limit=2&before=5"), "before= pages back")
+	require.Equal(t, []float64{2, 1}, seqs("/v1/audit?order=newest&before=3"))
+	require.Equal(t, []float64{6, 5}, seqs("/v1/audit?order=newest&after=4"))
+	require.Equal(t, []float64{3, 4}, seqs("/v1/audit?order=oldest&after=2&before=5"))
+	require.Equal(t, []float64{1}, seqs("/v1/audit?order=newest&limit=1&action="+state.AuditNamespaceCreate), "filters apply before the limit")
+	for _, q := range []string{"after=-1", "after=x", "limit=0", "limit=1001", "since=1", "before=-1", "before=x", "order=bogus"} {
 		e.reject(400, "INVALID_REQUEST", "GET", "/v1/audit?"+q, nil)
 	}
 
@@ -293,11 +315,30 @@ func TestInstallation(t *testing.T) {
 	require.Equal(t, []any{"embedded"}, caps["openclaw"].(map[string]any)["executionModes"])
 	require.NotContains(t, caps, "nativeWorkers")
 	require.NotContains(t, inst, "sandboxDriverUnavailable")
+	runtimes := func(caps map[string]any) []string {
+		var out []string
+		for _, r := range caps["runtimes"].([]any) {
+			m := r.(map[string]any)
+			out = append(out, fmt.Sprint(m["harness"], "/", m["mode"]))
+		}
+		return out
+	}
+	require.Equal(t, []string{"openclaw/embedded", "codex/dedicated"}, runtimes(caps), "dedicated Codex runs too")
+	codex := caps["runtimes"].([]any)[1].(map[string]any)
+	require.Contains(t, codex["harnessAuth"], "codex_pat", "with the methods the driver delivers for it")
 
 	setInstallation(t, e.b, state.Installation{SandboxDriver: "openshell", NativeWorkerSupport: "pinned-runtime"})
 	caps = e.expect(200, "GET", "/v1/installation", nil)["capabilities"].(map[string]any)
 	require.Equal(t, []any{"embedded", "dedicated"}, caps["openclaw"].(map[string]any)["executionModes"])
 	require.Equal(t, "pinned-runtime", caps["nativeWorkers"].(map[string]any)["support"])
+	require.Equal(t, []string{"openclaw/embedded", "codex/dedicated", "openclaw/dedicated"}, runtimes(caps))
+
+	// A driver without dedicated Codex does not list it.
+	dc := memory.DefaultCapabilities()
+	delete(dc.Topologies, contract.DedicatedCodex)
+	e.b.SetDriver(limitedDriver{Driver: memory.New(dc), sandboxUp: true})
+	caps = e.expect(200, "GET", "/v1/installation", nil)["capabilities"].(map[string]any)
+	require.Equal(t, []string{"openclaw/embedded", "openclaw/dedicated"}, runtimes(caps))
 }
 
 func TestCluster(t *testing.T) {

@@ -85,10 +85,15 @@ func wireAgent(a state.Agent, spName string) wire.Agent {
 		Resources: wireResources(a.Resources)}
 }
 
-// wireAgentOf converts an Agent naming its ServicePrincipal.
+// wireAgentOf converts an Agent naming its ServicePrincipal, Namespace,
+// Configuration and active revision number.
 func (s *server) wireAgentOf(a state.Agent) wire.Agent {
-	sp, _ := s.b.Machine().ServicePrincipal(a.ServicePrincipalID)
-	return wireAgent(a, sp.Name)
+	m := s.b.Machine()
+	sp, _ := m.ServicePrincipal(a.ServicePrincipalID)
+	out := wireAgent(a, sp.Name)
+	n := m.NamesOf(a.NamespaceID, "", a.ConfigurationID, a.ActiveRevisionID)
+	out.Namespace, out.Configuration, out.ActiveRevision = n.Namespace, n.Configuration, n.Revision
+	return out
 }
 
 func wireRevision(r state.Revision) wire.Revision {
@@ -105,6 +110,24 @@ func wireWork(w state.Work) wire.Work {
 		State: w.State, Phase: w.Phase, Attempts: w.Attempts, MaxAttempts: w.MaxAttempts, AvailableAt: w.AvailableAt,
 		Owner: w.Owner, LeaseExpiry: w.LeaseExpiry, LastCode: w.LastCode, LastDetail: w.LastDetail, Actor: w.Actor,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, ActorGroups: w.ActorGroups}
+}
+
+// workView converts work naming its Namespace, Agent and revision number
+// (while they exist).
+func (s *server) workView(w state.Work) wire.Work {
+	out := wireWork(w)
+	n := s.b.Machine().NamesOf(w.NamespaceID, w.AgentID, "", w.RevisionID)
+	out.Namespace, out.Agent, out.Revision = n.Namespace, n.Agent, n.Revision
+	return out
+}
+
+// auditView converts an audit record naming its Namespace, Agent and
+// revision number (while they exist).
+func (s *server) auditView(r state.AuditRecord) wire.AuditRecord {
+	out := wireAudit(r)
+	n := s.b.Machine().NamesOf(r.NamespaceID, r.AgentID, "", r.RevisionID)
+	out.Namespace, out.Agent, out.Revision = n.Namespace, n.Agent, n.Revision
+	return out
 }
 
 func wireAudit(r state.AuditRecord) wire.AuditRecord {

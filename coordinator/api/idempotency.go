@@ -195,8 +195,8 @@ var (
 	answerAdmitRevision       = answerOf(state.CmdAdmitRevision, func(s *server, a state.Admitted) wire.DeployResult {
 		return wire.DeployResult{Revision: s.revisionView(a.Revision), WorkID: a.WorkID}
 	})
-	answerRequestStop   = answerOf(state.CmdRequestStop, pure(wireWork))
-	answerRequestDelete = answerOf(state.CmdRequestDelete, pure(wireWork))
+	answerRequestStop   = answerOf(state.CmdRequestStop, (*server).workView)
+	answerRequestDelete = answerOf(state.CmdRequestDelete, (*server).workView)
 )
 
 // replays finds the answers above by command name, for recorded results.

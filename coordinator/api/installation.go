@@ -2,11 +2,13 @@ package api
 
 import (
 	"net/http"
+	"slices"
 
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/iam"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/contract"
 )
 
 // installation reports the capabilities of docs/design/seed-001.md: the OpenClaw execution
@@ -40,6 +42,22 @@ func (s *server) describeInstallation(inst state.Installation) wire.Installation
 				out.Capabilities.OpenClaw.ExecutionModes = append(out.Capabilities.OpenClaw.ExecutionModes, state.ModeDedicated)
 			}
 		}
+	}
+	// Runtimes: what the driver runs, with dedicated OpenClaw only where
+	// it is listed above (it needs the SandboxDriver too).
+	out.Capabilities.Runtimes = []wire.RuntimeCapability{}
+	for _, t := range contract.Topologies() {
+		switch {
+		case !d.supports(t.Harness(), t.Mode()):
+			continue
+		case t == contract.DedicatedOpenClaw && !slices.Contains(out.Capabilities.OpenClaw.ExecutionModes, state.ModeDedicated):
+			continue
+		}
+		rc := wire.RuntimeCapability{Harness: t.Harness(), Mode: t.Mode()}
+		if d.present {
+			rc.HarnessAuth = slices.Sorted(slices.Values(d.caps.Topologies[t]))
+		}
+		out.Capabilities.Runtimes = append(out.Capabilities.Runtimes, rc)
 	}
 	out.SandboxDriverUnavailable = d.sandboxUnavailable
 	if d.present {

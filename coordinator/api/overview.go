@@ -106,7 +106,7 @@ func (s *server) overviewOf(m *state.Machine, a state.Agent, work workIndex, cfg
 		}
 	}
 	if w, busy := work.newest[a.ID]; busy {
-		ww := wireWork(w)
+		ww := s.workView(w)
 		o.Work, o.Phase = &ww, w.Phase
 	}
 	return o
@@ -157,7 +157,7 @@ func (s *server) agentOverview(w http.ResponseWriter, r *http.Request) error {
 	}
 	ws := m.WorkItems(state.WorkFilter{AgentID: a.ID})
 	for i := len(ws) - 1; i >= 0 && len(out.Work) < wire.DetailHistory; i-- {
-		out.Work = append(out.Work, wireWork(ws[i]))
+		out.Work = append(out.Work, s.workView(ws[i]))
 	}
 	out.Audit = agentAudit(m, a.ID)
 	writeJSON(w, http.StatusOK, out)

@@ -55,7 +55,7 @@ func (s *server) listWork(w http.ResponseWriter, r *http.Request) error {
 			out = append(out, wk)
 		}
 	}
-	writeJSON(w, http.StatusOK, listOf(out, wireWork))
+	writeJSON(w, http.StatusOK, listOf(out, s.workView))
 	return nil
 }
 
@@ -66,7 +66,7 @@ func (s *server) getWork(w http.ResponseWriter, r *http.Request) error {
 	if !ok || !s.agentVisibility(r)(wk.AgentID) {
 		return notFound("work %q not found", r.PathValue("id"))
 	}
-	writeJSON(w, http.StatusOK, wireWork(wk))
+	writeJSON(w, http.StatusOK, s.workView(wk))
 	return nil
 }
 
@@ -104,25 +104,44 @@ func (s *server) agentVisibility(r *http.Request) func(agentID string) bool {
 	}
 }
 
-// listAudit reads ?after=&limit=&actor=&namespace=&action=&since=&until=
-// and answers the records the caller may view: a Namespace's to those who
-// may view its audit, cluster-wide ones to cluster-admins.
+// Audit list orders (?order=).
+const (
+	auditOldest = "oldest"
+	auditNewest = "newest"
+)
+
+// listAudit reads ?after=&before=&order=&limit=&actor=&namespace=&action=
+// &since=&until= and answers the records the caller may view: a
+// Namespace's to those who may view its audit, cluster-wide ones to
+// cluster-admins. order=oldest (the default, so that after= pages forward
+// as it always did) answers the first records in Seq order; order=newest
+// the last ones, newest first, and before=SEQ (the last Seq of a page)
+// pages back.
 func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	known := map[string]bool{"after": true, "limit": true, "actor": true, "namespace": true, "action": true,
-		"since": true, "until": true}
+	known := map[string]bool{"after": true, "before": true, "order": true, "limit": true, "actor": true,
+		"namespace": true, "action": true, "since": true, "until": true}
 	for k := range q {
 		if !known[k] {
 			return invalid("unknown query parameter %q", k)
 		}
 	}
 	f := state.AuditFilter{Actor: q.Get("actor"), Action: q.Get("action")}
-	if v := q.Get("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return invalid("after must be a non-negative integer")
+	switch q.Get("order") {
+	case "", auditOldest:
+	case auditNewest:
+		f.Newest = true
+	default:
+		return invalid("order must be %s or %s", auditOldest, auditNewest)
+	}
+	for name, dst := range map[string]*int64{"after": &f.After, "before": &f.Before} {
+		if v := q.Get(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return invalid("%s must be a non-negative integer", name)
+			}
+			*dst = n
 		}
-		f.After = n
 	}
 	limit := defaultAuditLimit
 	if v := q.Get("limit"); v != "" {
@@ -166,7 +185,7 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
 		memo[nsID] = s.can(r, iam.ViewAudit, res)
 		return memo[nsID]
 	}
-	writeJSON(w, http.StatusOK, listOf(m.AuditQuery(f, limit), wireAudit))
+	writeJSON(w, http.StatusOK, listOf(m.AuditQuery(f, limit), s.auditView))
 	return nil
 }
 
@@ -198,7 +217,8 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) error {
 			st := agentStatus(m, a)
 			out.Agents = append(out.Agents, wire.AgentSummary{Namespace: ns.Name, Name: a.Name, ID: a.ID,
 				ExecutionMode: a.ExecutionMode, ActiveRevisionID: a.ActiveRevisionID,
-				RevisionCount: a.RevisionCount, Deleting: a.Deleting, State: st.State, Reason: st.Reason})
+				RevisionCount: a.RevisionCount, Deleting: a.Deleting, State: st.State, Reason: st.Reason,
+				ActiveRevision: m.NamesOf("", "", "", a.ActiveRevisionID).Revision})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

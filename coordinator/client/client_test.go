@@ -127,6 +127,12 @@ func TestRoundTrip(t *testing.T) {
 	more, err := c.Audit(ctx, audit[len(audit)-1].Seq, 0)
 	require.NoError(t, err)
 	require.Empty(t, more)
+	newest, err := c.AuditQuery(ctx, client.AuditFilter{Newest: true, Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []int64{audit[len(audit)-1].Seq, audit[len(audit)-2].Seq}, []int64{newest[0].Seq, newest[1].Seq})
+	back, err := c.AuditQuery(ctx, client.AuditFilter{Newest: true, Limit: 1, Before: newest[1].Seq})
+	require.NoError(t, err)
+	require.Equal(t, audit[len(audit)-3].Seq, back[0].Seq, "before= pages back")
 
 	inst, err := c.Installation(ctx)
 	require.NoError(t, err)

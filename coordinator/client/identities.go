@@ -12,7 +12,13 @@ import (
 
 // AuditFilter selects audit records (zero fields match everything).
 type AuditFilter struct {
-	After     int64
+	After int64
+	// Before bounds the records to Seq < Before (0: no bound), the cursor
+	// of newest-first pages.
+	Before int64
+	// Newest asks for the newest records, newest first (the API's
+	// order=newest); the default is the oldest first.
+	Newest    bool
 	Limit     int
 	Actor     string
 	Namespace string
@@ -26,6 +32,12 @@ func (c *Client) AuditQuery(ctx context.Context, f AuditFilter) ([]wire.AuditRec
 	q := url.Values{}
 	if f.After > 0 {
 		q.Set("after", strconv.FormatInt(f.After, 10))
+	}
+	if f.Before > 0 {
+		q.Set("before", strconv.FormatInt(f.Before, 10))
+	}
+	if f.Newest {
+		q.Set("order", "newest")
 	}
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))

@@ -490,7 +490,11 @@ func TestLogsTabShowsTheHeldCode(t *testing.T) {
 	require.Contains(t, p.body, `id="held-code">MODEL_PROBE_FAILED<`)
 	require.Contains(t, p.body, `id="cause-kind">PROCESS_EXIT<`)
 	require.Contains(t, p.body, `id="cause-detail">exit-1<`)
-	require.Contains(t, p.body, "startup failure held", "the runtime's log lines through the driver")
+	require.Contains(t, p.body, "startup failure held code=MODEL_PROBE_FAILED", "the runtime's log records, rendered")
+	require.NotContains(t, p.body, "&#34;msg&#34;", "no raw JSON by default")
+	raw := b.get("/console/ns/team/agents/bot/logs?raw=1")
+	require.Contains(t, raw.body, "{&#34;msg&#34;:&#34;startup failure held&#34;", "?raw=1 shows the log as written")
+	require.Contains(t, raw.body, `id="raw" name="raw" value="1" checked`)
 	require.Contains(t, b.get("/console/ns/team").body, "MODEL_PROBE_FAILED")
 	require.Equal(t, http.StatusNotFound, b.get("/console/ns/team/agents/bot/logs?revision=9").status)
 }

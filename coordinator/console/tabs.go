@@ -14,6 +14,7 @@ import (
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/client"
 	"oce.dev/oce/shared/codes"
+	"oce.dev/oce/shared/logging"
 )
 
 // LogTail is how many runtime log lines the Logs tab shows.
@@ -31,6 +32,8 @@ type logsView struct {
 	Containers []string
 	Lines      []logLine
 	LogsError  string
+	// Raw shows the log as written instead of rendered records (?raw=1).
+	Raw bool
 }
 
 // logsPage is the Logs tab: the selected revision's failure cause (closed
@@ -50,6 +53,8 @@ func (c *Console) logsPage(w http.ResponseWriter, r *http.Request, s *session) e
 	if q := r.URL.Query().Get("container"); slices.Contains(v.Containers, q) {
 		v.Container = q
 	}
+	v.Raw = r.URL.Query().Get("raw") == "1"
+
 	want := r.URL.Query().Get("revision")
 	for i := range b.Agent.Revisions {
 		rv := &b.Agent.Revisions[i]
@@ -77,7 +82,7 @@ func (c *Console) logsPage(w http.ResponseWriter, r *http.Request, s *session) e
 				v.LogsError = "The runtime log could not be read: " + string(ce.Code)
 			}
 		} else {
-			v.Lines = readLines(rc)
+			v.Lines = readLines(rc, v.Raw)
 			rc.Close()
 		}
 	}
@@ -85,18 +90,25 @@ func (c *Console) logsPage(w http.ResponseWriter, r *http.Request, s *session) e
 	return nil
 }
 
-func readLines(r io.Reader) []logLine {
+// readLines reads the log's lines, each JSON record rendered as TIME LEVEL
+// message key=value… (logging.Pretty) unless raw; error and warn records
+// are marked for colour either way.
+func readLines(r io.Reader, raw bool) []logLine {
 	var out []logLine
 	sc := bufio.NewScanner(io.LimitReader(r, 4<<20))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		t := sc.Text()
-		l := logLine{Text: t}
-		switch lt := strings.ToLower(t); {
-		case strings.Contains(lt, `"level":"error"`):
-			l.Level = "error"
-		case strings.Contains(lt, `"level":"warn"`):
-			l.Level = "warn"
+		l := logLine{Text: sc.Text()}
+		if text, level, ok := logging.Pretty(sc.Bytes()); ok {
+			if !raw {
+				l.Text = text
+			}
+			switch level {
+			case "error", "fatal":
+				l.Level = "error"
+			case "warn":
+				l.Level = "warn"
+			}
 		}
 		out = append(out, l)
 	}

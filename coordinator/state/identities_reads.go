@@ -148,7 +148,11 @@ func (m *Machine) IdentityGeneration() uint64 {
 
 // AuditFilter selects audit records; empty fields match everything.
 type AuditFilter struct {
-	After       int64 // Seq > After
+	After  int64 // Seq > After
+	Before int64 // Seq < Before when positive (the newest-first cursor)
+	// Newest walks the log from its end: the newest matching records,
+	// newest first.
+	Newest      bool
 	Actor       string
 	NamespaceID string
 	Action      string
@@ -159,14 +163,23 @@ type AuditFilter struct {
 	Visible func(nsID string) bool
 }
 
-// AuditQuery returns up to limit matching records in Seq order (limit <= 0
-// means all).
+// AuditQuery returns up to limit matching records in Seq order, or with
+// f.Newest the newest ones in reverse Seq order (limit <= 0 means all).
 func (m *Machine) AuditQuery(f AuditFilter, limit int) []AuditRecord {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	i, _ := slices.BinarySearchFunc(m.d.audit, f.After+1, func(r AuditRecord, s int64) int { return cmp.Compare(r.Seq, s) })
+	bySeq := func(r AuditRecord, s int64) int { return cmp.Compare(r.Seq, s) }
+	lo, _ := slices.BinarySearchFunc(m.d.audit, f.After+1, bySeq)
+	hi := len(m.d.audit)
+	if f.Before > 0 {
+		hi, _ = slices.BinarySearchFunc(m.d.audit, f.Before, bySeq)
+	}
+	i, step := lo, 1
+	if f.Newest {
+		i, step = hi-1, -1
+	}
 	out := []AuditRecord{}
-	for ; i < len(m.d.audit) && (limit <= 0 || len(out) < limit); i++ {
+	for ; i >= lo && i < hi && (limit <= 0 || len(out) < limit); i += step {
 		r := m.d.audit[i]
 		switch {
 		case f.Actor != "" && r.Actor != f.Actor,

@@ -57,6 +57,19 @@ type Installation struct {
 type Capabilities struct {
 	OpenClaw      OpenClawCapabilities `json:"openclaw"`
 	NativeWorkers *NativeWorkers       `json:"nativeWorkers,omitempty"`
+	// Runtimes lists every (harness, execution mode) an Agent can deploy
+	// in here — dedicated Codex included — in a fixed order: embedded
+	// OpenClaw, dedicated Codex, dedicated OpenClaw.
+	Runtimes []RuntimeCapability `json:"runtimes"`
+}
+
+// RuntimeCapability is one runtime an Agent can deploy in: a harness, an
+// execution mode, and the harnessAuth methods the compute driver delivers
+// for it (absent without a driver: admission's own rules apply).
+type RuntimeCapability struct {
+	Harness     string   `json:"harness"`
+	Mode        string   `json:"mode"`
+	HarnessAuth []string `json:"harnessAuth,omitempty"`
 }
 
 // OpenClawCapabilities lists the OpenClaw execution modes an Agent can deploy in.
@@ -94,6 +107,8 @@ type AgentSummary struct {
 	// State and Reason are the Agent's observed state (wire/truth.go).
 	State  string `json:"state,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// ActiveRevision is the active revision's number (0: none).
+	ActiveRevision int64 `json:"activeRevision,omitempty"`
 }
 
 // Endpoints is the answer of GET …/agents/{agent}/endpoints: where the

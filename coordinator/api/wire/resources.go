@@ -97,6 +97,12 @@ type Agent struct {
 	// Resources are the Agent's own requests and limits (absent: the
 	// compute driver's defaults).
 	Resources *AgentResources `json:"resources,omitempty"`
+	// Namespace, Configuration and ActiveRevision name what the ids above
+	// point at: the Namespace's and Configuration's names and the active
+	// revision's number (AgentOverview's fields of the same names agree).
+	Namespace      string `json:"namespace,omitempty"`
+	Configuration  string `json:"configuration,omitempty"`
+	ActiveRevision int64  `json:"activeRevision,omitempty"`
 }
 
 // HarnessIdentity is the server-approved harness a revision runs.
@@ -200,6 +206,11 @@ type Work struct {
 	UpdatedAt   time.Time `json:"updatedAt"`
 	// ActorGroups are the groups an OIDC issuer asserted for Actor.
 	ActorGroups []string `json:"actorGroups,omitempty"`
+	// Namespace, Agent and Revision name what the ids above point at
+	// while it exists: the names and the revision's number.
+	Namespace string `json:"namespace,omitempty"`
+	Agent     string `json:"agent,omitempty"`
+	Revision  int64  `json:"revision,omitempty"`
 }
 
 // Audit actions.
@@ -228,4 +239,9 @@ type AuditRecord struct {
 	// Outcome is success, denied or failure.
 	Resource string `json:"resource,omitempty"`
 	Outcome  string `json:"outcome,omitempty"`
+	// Namespace, Agent and Revision name what the ids above point at
+	// while it exists: the names and the revision's number.
+	Namespace string `json:"namespace,omitempty"`
+	Agent     string `json:"agent,omitempty"`
+	Revision  int64  `json:"revision,omitempty"`
 }
