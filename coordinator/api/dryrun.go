@@ -29,19 +29,19 @@ const (
 )
 
 // dryRunRoutes are the writes a dry run may ask for: those whose only
-// effect is their proposals (credential creation's value write is skipped,
-// see putValues). Deletions, stops and the credential store's other writes
-// act outside the log and refuse it.
+// effect is their proposals (a credential source's value write is skipped,
+// see putValues). Deletions and stops act outside the log and refuse it.
 var dryRunRoutes = map[string]bool{
-	"POST /v1/namespaces":                            true,
-	"PUT /v1/namespaces/{ns}/quota":                  true,
-	"POST /v1/namespaces/{ns}/configurations":        true,
-	"PUT /v1/namespaces/{ns}/configurations/{cfg}":   true,
-	"POST /v1/namespaces/{ns}/agents":                true,
-	"PATCH /v1/namespaces/{ns}/agents/{agent}":       true,
-	"POST /v1/namespaces/{ns}/agents/{agent}/deploy": true,
-	"POST /v1/namespaces/{ns}/credentials":           true,
-	"POST /v1/rolebindings":                          true,
+	"POST /v1/namespaces":                                true,
+	"PUT /v1/namespaces/{ns}/quota":                      true,
+	"POST /v1/namespaces/{ns}/configurations":            true,
+	"PUT /v1/namespaces/{ns}/configurations/{cfg}":       true,
+	"POST /v1/namespaces/{ns}/agents":                    true,
+	"PATCH /v1/namespaces/{ns}/agents/{agent}":           true,
+	"POST /v1/namespaces/{ns}/agents/{agent}/deploy":     true,
+	"POST /v1/namespaces/{ns}/credentials":               true,
+	"POST /v1/namespaces/{ns}/credentials/{cred}/rotate": true,
+	"POST /v1/rolebindings":                              true,
 }
 
 type dryRunKey struct{}
@@ -67,8 +67,7 @@ func (s *server) dryRunnable(pattern string, h handlerFunc) handlerFunc {
 			return invalid("%s must be %q", DryRunParam, DryRunServer)
 		}
 		if !dryRunRoutes[pattern] {
-			return invalid("%s %s does not support %s=%s: only creates, updates and deploys do", r.Method, pattern,
-				DryRunParam, DryRunServer)
+			return invalid("%s does not support %s=%s: only creates, updates and deploys do", pattern, DryRunParam, DryRunServer)
 		}
 		w.Header().Set(DryRunHeader, DryRunServer)
 		return h(w, r.WithContext(context.WithValue(r.Context(), dryRunKey{}, &dryRun{})))

@@ -55,6 +55,8 @@ func TestDryRunAnswersLikeTheWrite(t *testing.T) {
 		{"deploy", "POST", "/v1/namespaces/team/agents/bot/deploy", nil, 202, "number", "1"},
 		{"credential", "POST", "/v1/namespaces/team/credentials",
 			map[string]any{"name": "openai", "values": map[string]string{"key": "test-openai-value"}}, 201, "name", "openai"},
+		{"credential rotation", "POST", "/v1/namespaces/team/credentials/anthropic/rotate",
+			map[string]any{"values": map[string]string{"key": "test-anthropic-value-2"}}, 200, "version", "2"},
 		{"role binding", "POST", "/v1/rolebindings",
 			map[string]any{"role": "viewer", "namespace": "team", "subject": map[string]any{"kind": "user", "name": "alice"}},
 			201, "role", "viewer"},
@@ -66,9 +68,13 @@ func TestDryRunAnswersLikeTheWrite(t *testing.T) {
 			require.Equal(t, api.DryRunServer, dry.header.Get(api.DryRunHeader))
 			require.Equal(t, tc.want, field(t, dry.json(t), tc.field))
 			require.Len(t, e.b.M.Audit(0, 0), audit, "a dry run is not audited")
-			if tc.name == "credential" {
+			switch tc.name {
+			case "credential":
 				_, _, stored := e.b.Driver().(*memory.Driver).Credential(mustNS(t, e).ID, "openai")
 				require.False(t, stored, "a dry run stores no value")
+			case "credential rotation":
+				_, version, _ := e.b.Driver().(*memory.Driver).Credential(mustNS(t, e).ID, "anthropic")
+				require.EqualValues(t, 1, version, "a dry run rotates no value")
 			}
 
 			real := e.do(tc.method, tc.path, tc.body)
