@@ -190,6 +190,7 @@ func (a *app) agentCmd() *cobra.Command {
 		},
 	}
 	a.registerAgentFlags(create, &cf)
+	a.addDryRun(create)
 	_ = create.MarkFlagRequired("config")
 
 	var uf agentFlags
@@ -238,6 +239,7 @@ func (a *app) agentCmd() *cobra.Command {
 		},
 	}
 	a.registerAgentFlags(update, &uf)
+	a.addDryRun(update)
 
 	var watchGet, watchList, watchWork bool
 	get := &cobra.Command{

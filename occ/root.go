@@ -91,6 +91,8 @@ type app struct {
 	// global flags
 	server, token, tokenFile, namespace, output, caFile, contextName, tlsServerName string
 	noHeaders                                                                       bool
+	// dryRun is --dry-run of the commands that take it (dryrun.go).
+	dryRun string
 	// resolved in PersistentPreRunE
 	settings settings
 	caPool   *x509.CertPool
@@ -267,5 +269,5 @@ func (a *app) client() *client.Client {
 
 // ctx bounds one non-streaming command.
 func (a *app) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(cmd.Context(), DefaultRequestTimeout)
+	return context.WithTimeout(a.withDryRun(cmd.Context()), DefaultRequestTimeout)
 }
