@@ -166,7 +166,8 @@ func NewRootCommand(opts Options) *cobra.Command {
 
 	root.AddGroup(&cobra.Group{ID: "resources", Title: "Resources:"},
 		&cobra.Group{ID: "ops", Title: "Operations:"})
-	for _, c := range []*cobra.Command{a.namespaceCmd(), a.configCmd(), a.agentCmd(), a.revisionsCmd(), a.credentialCmd()} {
+	for _, c := range []*cobra.Command{a.namespaceCmd(), a.configCmd(), a.agentCmd(), a.revisionsCmd(), a.credentialCmd(),
+		a.applyCmd(), a.diffCmd()} {
 		c.GroupID = "resources"
 		root.AddCommand(c)
 	}
