@@ -306,7 +306,7 @@ func (a *app) agentCmd() *cobra.Command {
 		},
 	}
 	addWatch(work, &watchWork)
-	c.AddCommand(create, update, get, list, del, stop, work, a.deployCmd(), a.describeCmd(), a.logsCmd(), a.filesCmd())
+	c.AddCommand(create, update, get, list, del, stop, work, a.deployCmd(), a.rollbackCmd(), a.describeCmd(), a.logsCmd(), a.filesCmd())
 	return c
 }
 

@@ -1,7 +1,6 @@
 package occ
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -42,18 +41,7 @@ func (a *app) deployCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if !wait {
-				return a.print(out, res, func() table { return revisionTable("", res.Revision) })
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "revision %d (%s) admitted: %s/%s\n", res.Number, res.ID, res.Harness.ID, res.Mode)
-			wctx, wcancel := context.WithTimeout(cmd.Context(), timeout)
-			defer wcancel()
-			rev, err := a.waitActive(wctx, cmd, cl, args[0], res)
-			if err != nil {
-				return err
-			}
-			return a.print(out, rev, func() table { return revisionTable(rev.ID, rev) })
+			return a.afterDeploy(cmd, cl, args[0], res, wait, timeout)
 		},
 	}
 	c.Flags().BoolVar(&wait, "wait", false, "wait until the revision is active or failed, showing progress")
