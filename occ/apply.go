@@ -455,6 +455,8 @@ func (a *app) applyCmd() *cobra.Command {
 	var files []string
 	var recursive bool
 	var dryRun string
+	var deploy, wait bool
+	var timeout time.Duration
 	c := &cobra.Command{
 		Use:   "apply -f FILE|DIR [--dry-run=server]",
 		Short: "Make the coordinator hold what manifests state: Namespaces, credential sources, Configurations, Agents, role bindings",
@@ -465,8 +467,11 @@ name: exit 2 naming the file, the document and the line, nothing applied); then 
 update as a dry run (validation, authorization, admission, quota; a refusal: exit 1, nothing applied); then apply
 writes them in dependency order — Namespaces, credential sources, Configurations, Agents, role bindings — printing
 one line per object: created, configured (updated) or unchanged. An object equal to the coordinator's is not
-written, so applying the same manifests again prints only unchanged and changes nothing. apply never deploys or
-deletes: deploy with occ agent deploy; objects missing from the manifests are left alone.
+written, so applying the same manifests again prints only unchanged and changes nothing. apply deletes nothing:
+objects missing from the manifests are left alone. It deploys only with --deploy: then every Agent of the
+manifests that it created or configured, or whose Configuration it configured, is deployed (checked by the
+server when deployed: its inputs are the ones just written), printing "agent/NS/NAME deployed (revision N)";
+--wait follows each revision as occ agent deploy --wait does (exit 3 when one fails).
 
 An object that names one this apply creates (anything in a new Namespace, an Agent of a new Configuration) can
 be checked by the server only once that exists: it is checked when written, and a refusal then stops apply
@@ -474,12 +479,16 @@ after what came before it (apply again once fixed). Credential values are never 
 either registers a source from a location (spec.from, cluster administrators) or states that the source
 exists (occ credential create makes it). The manifest format is in docs/OPERATIONS.md.`,
 		Example: `  occ apply -f team-a/
+  occ apply -f team-a/ --deploy --wait
   occ apply -f agents.yaml --dry-run=server
   occ diff -f team-a/ || occ apply -f team-a/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if dryRun != "" && dryRun != "server" {
+			if dryRun != "" && dryRun != dryRunServer {
 				return usageError(fmt.Errorf("--dry-run=%s: only server is supported", dryRun))
+			}
+			if wait && !deploy {
+				return usageError(errors.New("--wait follows the deploys of --deploy: give both"))
 			}
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
@@ -512,13 +521,19 @@ exists (occ credential create makes it). The manifest format is in docs/OPERATIO
 				}
 				fmt.Fprintln(out, c.obj.ref(), c.action)
 			}
-			return nil
+			if !deploy {
+				return nil
+			}
+			return a.deployApplied(cmd, cl, changes, dryRun != "", wait, timeout)
 		},
 	}
 	f := c.Flags()
 	f.StringArrayVarP(&files, "filename", "f", nil, "a manifest file, a directory of them, or '-' for stdin (repeatable)")
 	f.BoolVarP(&recursive, "recursive", "R", false, "read the directories' subdirectories too")
 	f.StringVar(&dryRun, "dry-run", "", "server: let the server check every change and print what apply would do, changing nothing")
+	f.BoolVar(&deploy, "deploy", false, "then deploy every Agent of the manifests that apply created or configured, or whose Configuration it configured")
+	f.BoolVar(&wait, "wait", false, "with --deploy: wait until each deployed revision is active or failed")
+	f.DurationVar(&timeout, "timeout", DefaultWaitTimeout, "how long --wait waits for each revision")
 	return c
 }
 
@@ -536,4 +551,47 @@ func renderForm(v any) string {
 		return string(b) + "\n"
 	}
 	return string(bytes.TrimRight(y, "\n")) + "\n"
+}
+
+// deployApplied deploys the Agents of changes that apply created or
+// configured, or whose Configuration it configured: what the manifests
+// changed reaches their runtimes. An unchanged set deploys nothing.
+func (a *app) deployApplied(cmd *cobra.Command, cl *client.Client, changes []*change, dryRun, wait bool, timeout time.Duration) error {
+	configured := map[string]bool{}
+	for _, c := range changes {
+		if c.obj.kind == KindConfiguration && c.action != actionUnchanged {
+			configured[c.obj.namespace+"/"+c.obj.name] = true
+		}
+	}
+	out := cmd.OutOrStdout()
+	for _, c := range changes {
+		s, ok := c.obj.spec.(*agentSpec)
+		if !ok || c.action == actionUnchanged && !configured[c.obj.namespace+"/"+s.Configuration] {
+			continue
+		}
+		if dryRun {
+			fmt.Fprintln(out, c.obj.ref(), "deployed (server dry run; not checked: admitted from the inputs above)")
+			continue
+		}
+		ctx, cancel := a.ctx(cmd)
+		res, err := cl.Deploy(ctx, c.obj.namespace, c.obj.name, wire.Deploy{})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: deploy: %w", c.obj.ref(), err)
+		}
+		fmt.Fprintf(out, "%s deployed (revision %d)\n", c.obj.ref(), res.Number)
+		if !wait {
+			continue
+		}
+		wctx, wcancel := context.WithTimeout(cmd.Context(), timeout)
+		ns := a.settings.Namespace
+		a.settings.Namespace = c.obj.namespace // waitActive follows the Agent of the settings' namespace
+		_, err = a.waitActive(wctx, cmd, cl, c.obj.name, res)
+		a.settings.Namespace = ns
+		wcancel()
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.obj.ref(), err)
+		}
+	}
+	return nil
 }

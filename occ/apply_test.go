@@ -1,10 +1,12 @@
 package occ_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -331,4 +333,58 @@ func TestDryRunFlag(t *testing.T) {
 	require.Equal(t, occ.ExitUsage, h.run("-n", "team", "agent", "deploy", "bot", "--dry-run=server", "--wait").code)
 	require.Equal(t, occ.ExitUsage, h.run("namespace", "create", "lab", "--dry-run=all").code)
 	require.Equal(t, occ.ExitErr, h.run("namespace", "get", "lab").code, "nothing was created")
+}
+
+// The documented GitOps directory applies as the CI job applies it: with
+// --deploy --wait the new Agent is deployed and serves; applying it again
+// changes nothing and deploys nothing; a changed Configuration deploys the
+// Agents of the manifests that use it.
+func TestGitOpsExample(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h.b.RunEngine(ctx)
+	h.teamA()
+	example := filepath.Join("..", "docs", "examples", "gitops")
+	out := h.ok("apply", "-f", example, "--deploy", "--wait", "--timeout", "20s")
+	require.Equal(t, `namespace/team-a unchanged
+credential/team-a/anthropic unchanged
+config/team-a/chat created
+agent/team-a/coder created
+rolebinding/team-a/alice-deploys created
+rolebinding/team-a/oncall-views created
+agent/team-a/coder deployed (revision 1)
+`, out)
+	require.Contains(t, h.ok("-n", "team-a", "agent", "get", "coder"), "serving")
+
+	quiet := func() (int, int) {
+		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer wcancel()
+		require.NoError(t, h.b.WaitQuiescent(wctx))
+		return h.writes()
+	}
+	p, a := quiet()
+	out = h.ok("apply", "-f", example, "--deploy", "--wait")
+	require.NotContains(t, out, "deployed")
+	require.NotContains(t, out, "created")
+	p2, a2 := quiet()
+	require.Equal(t, []int{p, a}, []int{p2, a2}, "the second apply wrote nothing")
+
+	// A copy of the directory with a changed Configuration.
+	dir := filepath.Join(h.dir, "copy")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	entries, err := os.ReadDir(example)
+	require.NoError(t, err)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(example, e.Name()))
+		require.NoError(t, err)
+		b = []byte(strings.Replace(string(b), "maxConcurrent: 4", "maxConcurrent: 6", 1))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, e.Name()), b, 0o600))
+	}
+	r := h.run("diff", "-f", dir)
+	require.Equal(t, occ.DiffChanged, r.code)
+	out = h.ok("apply", "-f", dir, "--deploy")
+	require.Contains(t, out, "config/team-a/chat configured\nagent/team-a/coder unchanged\n")
+	require.Contains(t, out, "agent/team-a/coder deployed (revision 2)\n")
+	require.Equal(t, occ.ExitUsage, h.run("apply", "-f", dir, "--wait").code, "--wait needs --deploy")
 }
