@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"oce.dev/oce/coordinator/compute/memory"
 	"oce.dev/oce/occ"
 )
 
@@ -387,4 +388,53 @@ agent/team-a/coder deployed (revision 1)
 	require.Contains(t, out, "config/team-a/chat configured\nagent/team-a/coder unchanged\n")
 	require.Contains(t, out, "agent/team-a/coder deployed (revision 2)\n")
 	require.Equal(t, occ.ExitUsage, h.run("apply", "-f", dir, "--wait").code, "--wait needs --deploy")
+}
+
+// A Credential with spec.from is registered from that location, unchanged
+// while the location stays, and registered again when it changes; a
+// location the driver cannot read is refused in the validation pass.
+func TestApplyRegistersCredentialSources(t *testing.T) {
+	h := newHarness(t)
+	h.ok("namespace", "create", "team-a")
+	d := h.b.Driver().(*memory.Driver)
+	d.SetLocation("memory:k1", map[string][]byte{"key": []byte("test-value-1")})
+	d.SetLocation("memory:k2", map[string][]byte{"key": []byte("test-value-2")})
+	ns, ok := h.b.M.NamespaceByName("team-a")
+	require.True(t, ok)
+	cred := func(from string) string {
+		return "apiVersion: oce.dev/v1\nkind: Credential\nmetadata: {name: model, namespace: team-a}\nspec: {from: \"" + from + "\"}\n"
+	}
+	dir := h.gitops(map[string]string{"cred.yaml": cred("memory:k1")})
+	require.Equal(t, "credential/team-a/model created\n", h.ok("apply", "-f", dir))
+	require.Equal(t, "credential/team-a/model unchanged\n", h.ok("apply", "-f", dir))
+	_, version, _ := d.Credential(ns.ID, "model")
+	require.EqualValues(t, 1, version)
+
+	h.gitops(map[string]string{"cred.yaml": cred("memory:k2")})
+	require.Equal(t, "credential/team-a/model configured\n", h.ok("apply", "-f", dir))
+	vals, version, _ := d.Credential(ns.ID, "model")
+	require.EqualValues(t, 2, version)
+	require.Equal(t, "test-value-2", string(vals["key"]))
+
+	h.gitops(map[string]string{"cred.yaml": cred("memory:nowhere")})
+	p, a := h.writes()
+	r := h.run("apply", "-f", dir)
+	require.Equal(t, occ.ExitErr, r.code, "%s%s", r.stdout, r.stderr)
+	require.Contains(t, r.stderr, "credential/team-a/model")
+	require.Contains(t, r.stderr, "NOT_FOUND")
+	p2, a2 := h.writes()
+	require.Equal(t, []int{p, a}, []int{p2, a2})
+	_, version, _ = d.Credential(ns.ID, "model")
+	require.EqualValues(t, 2, version, "the refused rotation wrote no value")
+}
+
+// Documents are numbered as a reader counts them: a leading --- or a
+// document of comments only is not one.
+func TestManifestDocumentNumbers(t *testing.T) {
+	h := newHarness(t)
+	path := h.file("m.yaml", "---\n# just a comment\n---\napiVersion: oce.dev/v1\nkind: Namespace\nmetadata: {name: a}\n---\n\n"+
+		"apiVersion: oce.dev/v1\nkind: Nope\nmetadata: {name: b}\n")
+	r := h.run("apply", "-f", path)
+	require.Equal(t, occ.ExitUsage, r.code)
+	require.Contains(t, r.stderr, "m.yaml document 2 (line 8): kind \"Nope\"")
 }

@@ -232,13 +232,16 @@ func (a *app) readManifests(files []string, defaultNS string) ([]*object, error)
 		if err != nil {
 			return nil, &ManifestError{Code: CodeManifestUnreadable, File: name, Err: err}
 		}
+		n := 0
 		for _, d := range splitDocuments(data) {
+			if len(bytes.TrimSpace(stripComments(d.data))) == 0 {
+				continue // an empty document (a leading ---, comments only) is not counted
+			}
+			n++
+			d.index = n
 			o, err := decodeObject(name, d, defaultNS)
 			if err != nil {
 				return nil, err
-			}
-			if o == nil {
-				continue // an empty document
 			}
 			key := o.kind + "/" + o.namespace + "/" + o.name
 			if rb, ok := o.spec.(*roleBindingSpec); ok {
@@ -271,7 +274,7 @@ func readFileLimited(path string) ([]byte, error) {
 
 // document is one `---`-separated document and where it starts.
 type document struct {
-	index, line int // 1-based
+	index, line int // 1-based; index counts the non-empty documents
 	data        []byte
 }
 
@@ -303,13 +306,10 @@ func splitDocuments(data []byte) []document {
 // yamlLine finds the line a sigs.k8s.io/yaml error names.
 var yamlLine = regexp.MustCompile(`line (\d+)`)
 
-// decodeObject decodes one document strictly; nil for an empty one.
+// decodeObject decodes one (non-empty) document strictly.
 func decodeObject(file string, d document, defaultNS string) (*object, error) {
 	fail := func(code string, line int, err error) error {
 		return &ManifestError{Code: code, File: file, Doc: d.index, Line: line, Err: err}
-	}
-	if len(bytes.TrimSpace(stripComments(d.data))) == 0 {
-		return nil, nil
 	}
 	j, err := yaml.YAMLToJSON(d.data)
 	if err != nil {
