@@ -160,7 +160,9 @@ func (p *planner) namespace(ctx context.Context, o *object, s *namespaceSpec) (*
 		}
 		c.current = cf
 	}
-	if s.Quota != nil && (c.current == nil && quotaOrNil(s.Quota) != nil || c.current != nil) {
+	// A managed quota is set on an existing Namespace (settle drops the
+	// write when it is already so), and on a new one unless it is empty.
+	if s.Quota != nil && (c.current != nil || quotaOrNil(s.Quota) != nil) {
 		c.writes = append(c.writes, write{afterCreate: c.current == nil, do: func(ctx context.Context, cl *client.Client) error {
 			_, err := cl.SetNamespaceQuota(ctx, o.name, *s.Quota)
 			return err

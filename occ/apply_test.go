@@ -438,3 +438,34 @@ func TestManifestDocumentNumbers(t *testing.T) {
 	require.Equal(t, occ.ExitUsage, r.code)
 	require.Contains(t, r.stderr, "m.yaml document 2 (line 8): kind \"Nope\"")
 }
+
+// A Namespace's spec.quota is managed when present ({} clears it) and left
+// alone when absent.
+func TestApplyNamespaceQuota(t *testing.T) {
+	h := newHarness(t)
+	ns := func(quota string) string {
+		return "apiVersion: oce.dev/v1\nkind: Namespace\nmetadata: {name: team-q}\n" + quota
+	}
+	dir := h.gitops(map[string]string{"ns.yaml": ns("spec: {quota: {agents: 2, memory: 8Gi}}\n")})
+	require.Equal(t, "namespace/team-q created\n", h.ok("apply", "-f", dir))
+	require.Contains(t, h.ok("namespace", "get", "team-q", "-o", "wide"), "agents=2,memory=8Gi")
+	require.Equal(t, "namespace/team-q unchanged\n", h.ok("apply", "-f", dir))
+
+	h.gitops(map[string]string{"ns.yaml": ns("spec: {quota: {agents: 3, memory: 8Gi}}\n")})
+	r := h.run("diff", "-f", dir)
+	require.Equal(t, occ.DiffChanged, r.code)
+	require.Contains(t, r.stdout, "-  agents: 2\n+  agents: 3\n")
+	require.Equal(t, "namespace/team-q configured\n", h.ok("apply", "-f", dir))
+
+	h.gitops(map[string]string{"ns.yaml": ns("")})
+	require.Equal(t, "namespace/team-q unchanged\n", h.ok("apply", "-f", dir), "an absent quota is not the manifest's")
+	require.Contains(t, h.ok("namespace", "get", "team-q", "-o", "wide"), "agents=3")
+	h.gitops(map[string]string{"ns.yaml": ns("spec: {quota: {}}\n")})
+	require.Equal(t, "namespace/team-q configured\n", h.ok("apply", "-f", dir))
+	require.NotContains(t, h.ok("namespace", "get", "team-q", "-o", "json"), "quota")
+
+	h.gitops(map[string]string{"ns.yaml": ns("spec: {quota: {cpu: lots}}\n")})
+	r = h.run("apply", "-f", dir)
+	require.Equal(t, occ.ExitErr, r.code)
+	require.Contains(t, r.stderr, "INVALID_REQUEST", "the server's check, before anything changes")
+}
