@@ -39,7 +39,8 @@ const exitCodesHelp = `Exit codes:
   2    usage: unknown command or flag, wrong arguments
   3    --wait: the revision (deploy) or the work (stop, delete) failed or was superseded
   4    --wait: the timeout passed first
-  130  interrupted (Ctrl-C)`
+  130  interrupted (Ctrl-C)
+occ diff exits as kubectl diff: 0 no differences, 1 differences, 2 bad manifests or a failed request.`
 
 // DefaultPollInterval paces deploy --wait while the coordinator cannot answer
 // its blocking query for change (it waits on that otherwise).
