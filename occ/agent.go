@@ -191,6 +191,7 @@ func (a *app) agentCmd() *cobra.Command {
 		},
 	}
 	a.registerAgentFlags(create, &cf)
+	a.addDryRun(create)
 	_ = create.MarkFlagRequired("config")
 
 	var uf agentFlags
@@ -239,6 +240,7 @@ func (a *app) agentCmd() *cobra.Command {
 		},
 	}
 	a.registerAgentFlags(update, &uf)
+	a.addDryRun(update)
 
 	var watchGet, watchList, watchWork bool
 	get := &cobra.Command{
@@ -305,7 +307,7 @@ func (a *app) agentCmd() *cobra.Command {
 		},
 	}
 	addWatch(work, &watchWork)
-	c.AddCommand(create, update, get, list, del, stop, work, a.deployCmd(), a.describeCmd(), a.logsCmd(), a.filesCmd())
+	c.AddCommand(create, update, get, list, del, stop, work, a.deployCmd(), a.rollbackCmd(), a.describeCmd(), a.logsCmd(), a.filesCmd())
 	return c
 }
 

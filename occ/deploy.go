@@ -1,7 +1,6 @@
 package occ
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -28,10 +27,13 @@ func (a *app) deployCmd() *cobra.Command {
 			"the revision. It exits 3 with the failure code when the revision fails, is held or is rolled back, 4 when\n" +
 			"the timeout passes first, and 130 on Ctrl-C: the deploy continues on the server, and occ prints the commands\n" +
 			"that follow it with the -n, --context, --server, --ca-file, --tls-server-name and --token-file you gave.",
-		Example:           "  occ agent deploy hello --wait\n  occ agent deploy coder --wait --timeout 10m --log-level debug",
+		Example:           "  occ agent deploy hello --wait\n  occ agent deploy coder --wait --timeout 10m --log-level debug\n  occ agent deploy hello --dry-run=server",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.complete(agentNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wait && a.dryRun != "" {
+				return usageError(errors.New("--wait and --dry-run exclude each other: a dry run starts nothing to wait for"))
+			}
 			cl := a.client()
 			ctx, cancel := a.ctx(cmd)
 			res, err := cl.Deploy(ctx, a.settings.Namespace, args[0], wire.Deploy{LogLevel: logLevel})
@@ -39,23 +41,13 @@ func (a *app) deployCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if !wait {
-				return a.print(out, res, func() table { return revisionTable("", res.Revision) })
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "revision %d (%s) admitted: %s/%s\n", res.Number, res.ID, res.Harness.ID, res.Mode)
-			wctx, wcancel := context.WithTimeout(cmd.Context(), timeout)
-			defer wcancel()
-			rev, err := a.waitActive(wctx, cmd, cl, args[0], res)
-			if err != nil {
-				return err
-			}
-			return a.print(out, rev, func() table { return revisionTable(rev.ID, rev) })
+			return a.afterDeploy(cmd, cl, args[0], res, wait, timeout)
 		},
 	}
 	c.Flags().BoolVar(&wait, "wait", false, "wait until the revision is active or failed, showing progress")
 	c.Flags().DurationVar(&timeout, "timeout", DefaultWaitTimeout, "how long --wait waits")
 	c.Flags().StringVar(&logLevel, "log-level", "", "runtime log level admitted into the revision")
+	a.addDryRun(c)
 	_ = c.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
 	return c
 }

@@ -41,9 +41,9 @@ func (a *app) namespaceCmd() *cobra.Command {
 		},
 	}
 	addWatch(get, &watchGet)
-	c.AddCommand(&cobra.Command{
+	create := &cobra.Command{
 		Use: "create NAME", Short: "Create a Namespace", Args: cobra.ExactArgs(1),
-		Example: "  occ namespace create team",
+		Example: "  occ namespace create team\n  occ namespace create team --dry-run=server",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
@@ -53,7 +53,9 @@ func (a *app) namespaceCmd() *cobra.Command {
 			}
 			return a.print(cmd.OutOrStdout(), ns, func() table { return namespaceTable(ns) })
 		},
-	}, list, get, a.setQuotaCmd(), &cobra.Command{
+	}
+	a.addDryRun(create)
+	c.AddCommand(create, list, get, a.setQuotaCmd(), &cobra.Command{
 		Use: "delete NAME", Short: "Delete an empty Namespace (refused while it holds Agents or Configurations)",
 		Args: cobra.ExactArgs(1), Example: "  occ namespace delete team",
 		ValidArgsFunction: a.complete(namespaceNames),
@@ -211,6 +213,7 @@ func (a *app) configCmd() *cobra.Command {
 		},
 	}
 	create.Flags().StringVarP(&file, "file", "f", "", "document file (JSON or YAML), '-' for stdin")
+	a.addDryRun(create)
 	var ufile string
 	update := &cobra.Command{
 		Use: "update NAME -f FILE", Short: "Replace a Configuration's document (next generation)", Args: cobra.ExactArgs(1),
@@ -232,6 +235,7 @@ func (a *app) configCmd() *cobra.Command {
 		},
 	}
 	update.Flags().StringVarP(&ufile, "file", "f", "", "document file (JSON or YAML), '-' for stdin")
+	a.addDryRun(update)
 	var watchGet, watchList bool
 	get := &cobra.Command{
 		Use: "get NAME", Short: "Show a Configuration and its document", Args: cobra.ExactArgs(1),

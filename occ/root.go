@@ -39,7 +39,8 @@ const exitCodesHelp = `Exit codes:
   2    usage: unknown command or flag, wrong arguments
   3    --wait: the revision (deploy) or the work (stop, delete) failed or was superseded
   4    --wait: the timeout passed first
-  130  interrupted (Ctrl-C)`
+  130  interrupted (Ctrl-C)
+occ diff exits as kubectl diff: 0 no differences, 1 differences, 2 bad manifests or a failed request.`
 
 // DefaultPollInterval paces deploy --wait while the coordinator cannot answer
 // its blocking query for change (it waits on that otherwise).
@@ -91,6 +92,8 @@ type app struct {
 	// global flags
 	server, token, tokenFile, namespace, output, caFile, contextName, tlsServerName string
 	noHeaders                                                                       bool
+	// dryRun is --dry-run of the commands that take it (dryrun.go).
+	dryRun string
 	// resolved in PersistentPreRunE
 	settings settings
 	caPool   *x509.CertPool
@@ -164,7 +167,8 @@ func NewRootCommand(opts Options) *cobra.Command {
 
 	root.AddGroup(&cobra.Group{ID: "resources", Title: "Resources:"},
 		&cobra.Group{ID: "ops", Title: "Operations:"})
-	for _, c := range []*cobra.Command{a.namespaceCmd(), a.configCmd(), a.agentCmd(), a.revisionsCmd(), a.credentialCmd()} {
+	for _, c := range []*cobra.Command{a.namespaceCmd(), a.configCmd(), a.agentCmd(), a.revisionsCmd(), a.credentialCmd(),
+		a.applyCmd(), a.diffCmd()} {
 		c.GroupID = "resources"
 		root.AddCommand(c)
 	}
@@ -267,5 +271,5 @@ func (a *app) client() *client.Client {
 
 // ctx bounds one non-streaming command.
 func (a *app) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(cmd.Context(), DefaultRequestTimeout)
+	return context.WithTimeout(a.withDryRun(cmd.Context()), DefaultRequestTimeout)
 }

@@ -257,6 +257,11 @@ func (s *server) putValues(r *http.Request, ns state.Namespace, name string, val
 	if err != nil {
 		return nil, nil, err
 	}
+	if isDryRun(r) {
+		// A dry run stores nothing: the metadata goes to its private copy
+		// of the state, the value nowhere.
+		return keysOf(vals), s.credMu.Unlock, nil
+	}
 	if err := st.PutCredential(r.Context(), ns, name, v, vals); err != nil {
 		return nil, nil, storeFailed("store", err)
 	}

@@ -15,6 +15,10 @@ import (
 // caller is the Backend proposing as r's caller: every proposal carries the
 // caller's actor and is timed for the apply histogram.
 func (s *server) caller(r *http.Request) state.Proposer {
+	if run, ok := r.Context().Value(dryRunKey{}).(*dryRun); ok {
+		// A dry run's proposals reach only its private copy (dryrun.go).
+		return dryRunProposer{s: s, run: run, actor: principal(r).Actor()}
+	}
 	return callerProposer{s: s, actor: principal(r).Actor()}
 }
 

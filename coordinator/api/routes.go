@@ -116,9 +116,10 @@ func (s *server) readWith(pattern string, h handlerFunc, o readOpts) {
 }
 
 // write registers a state write: only the leader executes it, recording its
-// Idempotency-Key (idempotency.go).
+// Idempotency-Key (idempotency.go); ?dryRun=server runs it against a copy
+// of the state (dryrun.go).
 func (s *server) write(pattern string, h handlerFunc) {
-	s.leaderOnly(pattern, s.keyed(h))
+	s.leaderOnly(pattern, s.dryRunnable(pattern, s.keyed(h)))
 }
 
 // admin registers a cluster administration route: leader only; its effects

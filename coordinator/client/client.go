@@ -297,6 +297,7 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	key := ""
 	if isWrite(method) {
 		key = keyFrom(ctx)
+		query = dryRunQuery(ctx, query)
 	} else {
 		query = c.readQuery(ctx, query)
 	}
