@@ -161,11 +161,18 @@ func (e *Engine) repair(ctx context.Context, a state.Agent, rev state.Revision, 
 	}
 }
 
-// atRest reports whether the Agent's active revision is still revID, it is
-// not deleting and no work of it is open.
+// atRest reports whether the Agent's active revision is still revID and
+// still active (a stop that ended meanwhile leaves it stopped: never brought
+// back), it is not deleting and no work of it is open.
 func (e *Engine) atRest(m *state.Machine, agentID, revID string) bool {
 	a, ok := m.Agent(agentID)
-	return ok && !a.Deleting && a.ActiveRevisionID == revID && len(m.OpenWorkItems(state.WorkFilter{AgentID: agentID})) == 0
+	if !ok || a.Deleting || a.ActiveRevisionID != revID {
+		return false
+	}
+	if r, ok := m.Revision(revID); !ok || r.Status != state.RevisionActive {
+		return false
+	}
+	return len(m.OpenWorkItems(state.WorkFilter{AgentID: agentID})) == 0
 }
 
 // auditRepair appends the one audit record of a repaired object, by the

@@ -161,3 +161,20 @@ func TestRepairSpacing(t *testing.T) {
 	r.done("a", false, false, interval, retry)
 	require.NotContains(t, r.wait, "a", "ready again: reset")
 }
+
+// TestDriftRepairNeverRevivesAStop: once an Agent's stop has ended, no
+// repair pass runs for it — a new leader's driver remembers no stops, so
+// only the replicated state may say what is stopped.
+func TestDriftRepairNeverRevivesAStop(t *testing.T) {
+	h, rd := repairHarness(t)
+	h.waitWork(h.deploy("r1", state.HarnessOpenClaw, nil, 0), state.WorkCompleted)
+	h.drive(func() bool { hl, ok := h.m.Health("a1"); return ok && hl.Ready }, "r1 observed ready")
+	h.drive(func() bool { return rd.passes() > 0 }, "a repair pass at rest")
+	h.propose(state.CmdRequestStop, state.RequestStop{AgentID: "a1", WorkID: "s1"})
+	h.e.Notify()
+	h.waitWork("s1", state.WorkCompleted)
+	n := rd.passes()
+	start := h.clk.Now()
+	h.drive(func() bool { return h.clk.Now().Sub(start) > 3*time.Minute }, "past several repair intervals")
+	require.Equal(t, n, rd.passes(), "a stopped Agent is never repaired")
+}

@@ -218,9 +218,6 @@ func (d *Driver) RepairRevision(ctx context.Context, rev state.Revision) ([]comp
 	if err != nil {
 		return nil, err
 	}
-	if d.wasStopped(rev.ID) {
-		return nil, nil // this process stopped it: never bring it back
-	}
 	var out []compute.Repair
 	add := func(r compute.Repair, err error) error {
 		if r.Action != "" {
