@@ -52,6 +52,18 @@ type ChangeNotifier interface {
 	NotifyChanges(fn func())
 }
 
+// Admitter is optionally implemented by a driver whose requests to its
+// compute target are rate-limited. The engine starts new activations no
+// faster than AdmissionRate, so a deploy storm queues in the replicated work
+// queue — where it costs nothing and survives a leader change — instead of
+// in the driver's client, where every activation already under way and
+// every observation would wait behind it.
+type Admitter interface {
+	// AdmissionRate is the rate (per second) and burst of new activations
+	// the driver can serve; a rate ≤ 0 admits without limit.
+	AdmissionRate() (perSecond float64, burst int)
+}
+
 // Repairer is optionally implemented by a driver that can restore what
 // activation left for an Agent's active revision when it was deleted or
 // edited by hand (drift): the health watcher calls it for active Agents

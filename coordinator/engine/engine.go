@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/backoff"
@@ -137,6 +139,8 @@ type Engine struct {
 	busyMu sync.Mutex
 	busy   map[string]bool // Agents with a claim processed by this engine
 
+	starts *rate.Limiter // new activations, when the driver is an Admitter (admit.go)
+
 	q   *quiet   // quiescence (quiet.go)
 	rep *repairs // drift repair passes (repair.go)
 }
@@ -160,7 +164,7 @@ func New(cfg Config, p Proposer, d compute.Driver, clk Clock, log *slog.Logger) 
 	}
 	return &Engine{cfg: cfg, p: p, d: d, caps: caps, clk: clk, log: log.With("component", "engine"),
 		notify: make(chan struct{}, 1), rng: mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		busy: map[string]bool{}, q: newQuiet(), rep: newRepairs()}
+		busy: map[string]bool{}, q: newQuiet(), rep: newRepairs(), starts: admissionLimiter(d)}
 }
 
 // Notify wakes the engine (new work was admitted). It never blocks.
@@ -198,9 +202,13 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.expire(ctx, now)
 		if !e.full() {
 			for _, w := range m.ClaimableN(now, e.cfg.Concurrency) {
+				if !e.mayStart(w, now) {
+					continue
+				}
 				if !e.reserve(w.AgentID) {
 					continue
 				}
+				e.started(w, now)
 				// Claims are proposed concurrently, so Raft batches them
 				// (one fsync and one AppendEntries for many) instead of
 				// paying a commit round trip per claim in this loop. The

@@ -116,6 +116,7 @@ func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 	kcfg.LegacyCredentialNamespace = ns
 	kcfg.ProbeBeforeCutover = probeBeforeCutover(cfg)
 	kcfg.ObserveCache = true
+	kcfg.ClientQPS = float64(rc.QPS)
 	if cfg.Log != nil {
 		kcfg.Logger = cfg.Log.With("component", "compute")
 	}

@@ -157,6 +157,11 @@ type Config struct {
 	// of two API requests per Agent per pass. The coordinator turns it on;
 	// unit tests over a fake clientset leave it off unless they test it.
 	ObserveCache bool
+	// ClientQPS is the request rate the client was given (client-go's
+	// rest.Config.QPS); the driver admits new activations at
+	// ClientQPS/ActivationRequestBudget (admission.go). Zero admits without
+	// limit.
+	ClientQPS float64
 	// Now is the clock setup-code expiry is judged by; nil uses time.Now.
 	Now func() time.Time
 	// Logger receives JSON logs; nil discards.

@@ -54,6 +54,7 @@ func observingDriver(t testing.TB, cache bool) (*kdriver.Driver, *recorder) {
 	require.NoError(t, err)
 	c := driverConfig(newFakeGateway(true))
 	c.ObserveCache = cache
+	c.ClientQPS = float64(cfg.QPS) // as the server sets it
 	d, err := kdriver.New(c, cs)
 	require.NoError(t, err)
 	t.Cleanup(d.Close)

@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"oce.dev/oce/coordinator/compute/memory"
+	"oce.dev/oce/coordinator/state"
+)
+
+// admitting is the memory driver declaring an admission rate.
+type admitting struct {
+	*memory.Driver
+	perSecond float64
+	burst     int
+}
+
+func (a admitting) AdmissionRate() (float64, int) { return a.perSecond, a.burst }
+
+// TestAdmissionSpacesNewActivations: with a driver that can start one
+// activation a second (burst 2), six deploys admitted at once start no
+// faster than that — the first claims of their work are spaced by the
+// rate after the burst — and every one completes; none spends an attempt
+// waiting. A stop is never held back by it.
+func TestAdmissionSpacesNewActivations(t *testing.T) {
+	h := newHarness(t, hopt{noStart: true})
+	h.e = New(Config{Owner: "eng", Seed: 1}, h.p, admitting{Driver: h.d, perSecond: 1, burst: 2}, h.clk, nil)
+	const n = 6
+	var works []string
+	for i := range n {
+		id := fmt.Sprintf("ag%d", i)
+		h.propose(state.CmdCreateAgent, state.CreateAgent{ID: id, NamespaceID: "ns1", Name: id, ConfigurationID: "c1",
+			ExecutionMode: state.ModeEmbedded, ComputeID: memory.Name})
+		cf, _ := h.m.Configuration("c1")
+		r := state.Revision{ID: "r-" + id, AgentID: id, NamespaceID: "ns1", Document: cf.Document, ConfigurationID: cf.ID,
+			ConfigurationGeneration: cf.Generation, Harness: state.HarnessIdentity{ID: state.HarnessOpenClaw, Version: "pinned"},
+			Mode: state.ModeEmbedded, ComputeID: memory.Name}
+		h.propose(state.CmdAdmitRevision, state.AdmitRevision{Revision: r, WorkID: "w-" + id, MaxAttempts: 3})
+		works = append(works, "w-"+id)
+	}
+	h.start()
+	h.drive(func() bool {
+		for _, w := range works {
+			if wk, _ := h.m.Work(w); wk.State != state.WorkCompleted {
+				return false
+			}
+		}
+		return true
+	}, "every deploy completed")
+	first := map[string]time.Time{}
+	for _, p := range h.proposals() {
+		if c, ok := p.payload.(state.ClaimWork); ok {
+			if _, seen := first[c.WorkID]; !seen {
+				first[c.WorkID] = p.at
+			}
+		}
+	}
+	var starts []time.Time
+	for _, w := range works {
+		require.Contains(t, first, w)
+		starts = append(starts, first[w])
+		wk, _ := h.m.Work(w)
+		require.Equal(t, 1, wk.Attempts, "%s: waiting for admission spends no attempt", w)
+	}
+	// Claims are in the queue's order; after the burst of two, one a second.
+	for i := 2; i < n; i++ {
+		require.GreaterOrEqual(t, starts[i].Sub(starts[0]), time.Duration(i-1)*time.Second, "start %d", i)
+	}
+
+	// A stop is not an activation's start: it is claimed at once even
+	// with no admission left.
+	h.e.starts.AllowN(h.clk.Now(), 2)
+	h.propose(state.CmdRequestStop, state.RequestStop{AgentID: "ag0", WorkID: "s-ag0"})
+	h.e.Notify()
+	h.drive(func() bool { wk, _ := h.m.Work("s-ag0"); return wk.State == state.WorkCompleted }, "the stop ran")
+}
