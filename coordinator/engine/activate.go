@@ -174,9 +174,14 @@ func (e *Engine) activate(cl *claim) {
 
 // notReady defers the pass (giving its attempt back) for a re-observation
 // after the readiness delay, or fails the work once the revision has had the
-// whole convergence window.
+// whole convergence window — counted from the revision's creation, or from
+// its activation's start when admission held it queued (state.WorkStarted).
 func (e *Engine) notReady(cl *claim, rev state.Revision, obs compute.Observation) {
-	age := e.clk.Now().Sub(rev.CreatedAt)
+	since := rev.CreatedAt
+	if at, ok := e.p.Machine().WorkStarted(cl.work.ID); ok && at.After(since) {
+		since = at
+	}
+	age := e.clk.Now().Sub(since)
 	if age > e.cfg.ConvergenceWindow {
 		e.failRevision(cl, rev, codes.RevisionNotReady, "not ready within the convergence window: "+obs.Reason, nil)
 		return

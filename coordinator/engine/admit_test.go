@@ -9,6 +9,7 @@ import (
 
 	"oce.dev/oce/coordinator/compute/memory"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/shared/codes"
 )
 
 // admitting is the memory driver declaring an admission rate.
@@ -76,4 +77,32 @@ func TestAdmissionSpacesNewActivations(t *testing.T) {
 	h.propose(state.CmdRequestStop, state.RequestStop{AgentID: "ag0", WorkID: "s-ag0"})
 	h.e.Notify()
 	h.drive(func() bool { wk, _ := h.m.Work("s-ag0"); return wk.State == state.WorkCompleted }, "the stop ran")
+}
+
+// TestConvergenceWindowFromStart: an activation that admission held queued
+// longer than the convergence window still gets the whole window once it
+// starts; one that started at once and never converges fails at its window.
+func TestConvergenceWindowFromStart(t *testing.T) {
+	h := newHarness(t, hopt{noStart: true})
+	h.step = time.Second
+	const window = 20 * time.Second
+	h.e = New(Config{Owner: "eng", Seed: 1, ConvergenceWindow: window}, h.p,
+		admitting{Driver: h.d, perSecond: 1.0 / 60, burst: 1}, h.clk, nil) // one start a minute
+	cf, _ := h.m.Configuration("c1")
+	for _, id := range []string{"ag0", "ag1"} {
+		h.propose(state.CmdCreateAgent, state.CreateAgent{ID: id, NamespaceID: "ns1", Name: id, ConfigurationID: "c1",
+			ExecutionMode: state.ModeEmbedded, ComputeID: memory.Name})
+		h.propose(state.CmdAdmitRevision, state.AdmitRevision{Revision: state.Revision{ID: "r-" + id, AgentID: id, NamespaceID: "ns1",
+			Document: cf.Document, ConfigurationID: cf.ID, ConfigurationGeneration: cf.Generation,
+			Harness: state.HarnessIdentity{ID: state.HarnessOpenClaw, Version: "pinned"}, Mode: state.ModeEmbedded,
+			ComputeID: memory.Name}, WorkID: "w-" + id})
+	}
+	h.d.ReadyAfter("r-ag0", -1) // never converges
+	h.d.ReadyAfter("r-ag1", 3)  // converges on its third observation
+	h.start()
+	w0 := h.waitWork("w-ag0", state.WorkFailed)
+	require.Equal(t, string(codes.RevisionNotReady), w0.LastCode)
+	w1 := h.waitWork("w-ag1", state.WorkCompleted)
+	started, _ := h.m.Revision("r-ag1")
+	require.Greater(t, w1.UpdatedAt.Sub(started.CreatedAt), window, "ag1 converged after more than the window since its creation")
 }

@@ -129,6 +129,7 @@ func applySetWorkPhase(d *data, c Command, p SetWorkPhase) (Work, error) {
 	w.Phase = p.Phase
 	w.UpdatedAt = c.Time
 	d.putWork(w)
+	d.markStarted(w, c.Time)
 	return w, nil
 }
 
@@ -400,6 +401,7 @@ func applyCompleteDeletion(d *data, c Command, p CompleteDeletion) (Work, error)
 		if o.AgentID == a.ID {
 			delete(d.work, id)
 			delete(d.open, id)
+			delete(d.started, id)
 			delete(d.revWork, o.RevisionID)
 		}
 	}

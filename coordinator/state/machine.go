@@ -2,6 +2,7 @@ package state
 
 import (
 	"sync"
+	"time"
 )
 
 // Machine is the replicated state machine. ApplyCommand is deterministic: it
@@ -33,6 +34,9 @@ type data struct {
 	// creds: the credential sources' metadata (credentials.go), snapshot
 	// section "credentials"; credByName below indexes them.
 	creds map[string]CredentialSource
+	// started: open activate work → when its first pass left the queued
+	// phase (workstart.go), snapshot section "workstarts".
+	started map[string]time.Time
 
 	// Indexes derived from the above (rebuilt on restore, not snapshotted),
 	// so scheduling scans only live work however long the history grows.
@@ -70,6 +74,7 @@ func newData() data {
 		ids:            newIDs(),
 		creds:          map[string]CredentialSource{},
 		credByName:     map[nameKey]string{},
+		started:        map[string]time.Time{},
 	}
 }
 
@@ -124,6 +129,7 @@ func (d *data) putWork(w Work) {
 		d.open[w.ID] = true
 	} else {
 		delete(d.open, w.ID)
+		delete(d.started, w.ID)
 	}
 }
 

@@ -225,6 +225,25 @@ func TestCommands(t *testing.T) {
 			check: func(t *testing.T, f *fx, res any) {
 				require.Equal(t, PhasePreparing, res.(Work).Phase)
 			}},
+		{name: "phase records the activation's start once", typ: CmdSetWorkPhase,
+			setup: func(f *fx) {
+				f.admit("r1", "w1")
+				f.claim("w1", "o")
+				f.must(CmdSetWorkPhase, SetWorkPhase{ClaimRef: ref("w1", "o"), Phase: PhaseQueued})
+				_, queued := f.m.WorkStarted("w1")
+				require.False(f.t, queued, "the queued phase is no start")
+				f.must(CmdSetWorkPhase, SetWorkPhase{ClaimRef: ref("w1", "o"), Phase: PhaseStopping})
+				f.now = f.now.Add(time.Second)
+			},
+			payload: func(*fx) any { return SetWorkPhase{ClaimRef: ref("w1", "o"), Phase: PhasePreparing} },
+			check: func(t *testing.T, f *fx, res any) {
+				at, ok := f.m.WorkStarted("w1")
+				require.True(t, ok)
+				require.Equal(t, t0, at, "the first phase past queued is the start")
+				f.must(CmdFailWork, FailWork{ClaimRef: ref("w1", "o"), Code: "X"})
+				_, ok = f.m.WorkStarted("w1")
+				require.False(t, ok, "kept only while the work is open")
+			}},
 		{name: "phase unknown", typ: CmdSetWorkPhase, setup: func(f *fx) { f.admit("r1", "w1"); f.claim("w1", "o") },
 			payload: func(*fx) any { return SetWorkPhase{ClaimRef: ref("w1", "o"), Phase: "dancing"} }, wantErr: ErrInvalid},
 		{name: "phase of unclaimed work", typ: CmdSetWorkPhase, setup: func(f *fx) { f.admit("r1", "w1") },

@@ -104,6 +104,7 @@ func snapshotData(t *testing.T) data {
 		queued := filledRecord[Work](f)
 		queued.State = WorkQueued // indexed as open work
 		d.putWork(queued)
+		d.started[queued.ID] = filledRecord[time.Time](f) // an open activation's start
 		stops := filledRecord[[]PredecessorStop](f)
 		d.stops[stops[0].AgentID] = stops
 		d.audit = append(d.audit, filledRecord[AuditRecord](f)) // Seq ascending, as the codec requires

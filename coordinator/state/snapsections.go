@@ -31,6 +31,8 @@ var snapSections = []snapSection{
 	{name: "credentials", empty: func(d *data) bool { return len(d.creds) == 0 },
 		marshal: marshalCredentials, unmarshal: unmarshalCredentials},
 	{name: "resources", empty: resourcesEmpty, marshal: marshalResources, unmarshal: unmarshalResources},
+	{name: "workstarts", empty: func(d *data) bool { return len(d.started) == 0 },
+		marshal: marshalWorkStarts, unmarshal: unmarshalWorkStarts},
 }
 
 // snapVersion is the version marshal writes.
