@@ -52,6 +52,17 @@ type ChangeNotifier interface {
 	NotifyChanges(fn func())
 }
 
+// Warmer is optionally implemented by a driver that answers observations
+// from caches it fills: a new leader's engine warms it with every active
+// revision before its first health round, so that round — and a leader
+// change at any fleet size — is answered from the caches, not with a
+// request per Agent.
+type Warmer interface {
+	// WarmUp starts what answers observations of revs and waits until it
+	// can, or ctx ends; it reports whether everything was ready.
+	WarmUp(ctx context.Context, revs []state.Revision) bool
+}
+
 // Admitter is optionally implemented by a driver whose requests to its
 // compute target are rate-limited. The engine starts new activations no
 // faster than AdmissionRate, so a deploy storm queues in the replicated work

@@ -31,8 +31,13 @@ const (
 	healthWorkers = 8
 )
 
+// WarmUpTimeout bounds a new leader's wait for its driver's caches before
+// the first health round (a round without them reads through the API).
+const WarmUpTimeout = 10 * time.Second
+
 // watch runs the watcher until ctx ends.
 func (e *Engine) watch(ctx context.Context) {
+	e.warmUp(ctx)
 	nextMaint := e.clk.Now()
 	for {
 		select {
@@ -51,6 +56,36 @@ func (e *Engine) watch(ctx context.Context) {
 			e.q.roundFinished(n, start)
 		}
 	}
+}
+
+// warmUp gives a driver that caches (compute.Warmer) every active revision
+// of this compute target before the first round.
+func (e *Engine) warmUp(ctx context.Context) {
+	w, ok := e.d.(compute.Warmer)
+	if !ok {
+		return
+	}
+	m := e.p.Machine()
+	var revs []state.Revision
+	for _, a := range m.Agents("") {
+		if a.ActiveRevisionID == "" || a.Deleting {
+			continue
+		}
+		if rev, ok := m.Revision(a.ActiveRevisionID); ok && (rev.ComputeID == "" || rev.ComputeID == e.cfg.ComputeID) {
+			revs = append(revs, rev)
+		}
+	}
+	if len(revs) == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, WarmUpTimeout)
+	defer cancel()
+	start := time.Now()
+	if !w.WarmUp(wctx, revs) && ctx.Err() == nil {
+		e.log.Warn("driver caches not warm; the first rounds read through the API server", "revisions", len(revs))
+		return
+	}
+	e.log.Info("driver caches warm", "revisions", len(revs), "ms", time.Since(start).Milliseconds())
 }
 
 func newWorkID() string {

@@ -14,6 +14,7 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/compute/kubernetes"
@@ -95,6 +96,14 @@ func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: kubernetes driver: %w", err)
 	}
+	// The caches' lists and watches: few, long-lived, and never to wait
+	// behind the rate-limited requests of a deploy storm.
+	wc := rest.CopyConfig(rc)
+	wc.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	watchClient, err := k8s.NewForConfig(wc)
+	if err != nil {
+		return nil, fmt.Errorf("server: kubernetes driver: %w", err)
+	}
 	own := ""
 	if b, err := os.ReadFile(serviceAccountNSFile); err == nil {
 		own = strings.TrimSpace(string(b))
@@ -117,6 +126,7 @@ func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 	kcfg.ProbeBeforeCutover = probeBeforeCutover(cfg)
 	kcfg.ObserveCache = true
 	kcfg.ClientQPS = float64(rc.QPS)
+	kcfg.WatchClient = watchClient
 	if cfg.Log != nil {
 		kcfg.Logger = cfg.Log.With("component", "compute")
 	}

@@ -60,7 +60,7 @@ func (d *Driver) cacheFor(ns string) *nsCache {
 		return c
 	}
 	// Only what the driver made: its label is on every Pod and Deployment.
-	f := informers.NewSharedInformerFactoryWithOptions(d.c, 0, informers.WithNamespace(ns),
+	f := informers.NewSharedInformerFactoryWithOptions(d.watchClient(), 0, informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy}).String()
 		}),

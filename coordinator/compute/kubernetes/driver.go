@@ -157,6 +157,12 @@ type Config struct {
 	// of two API requests per Agent per pass. The coordinator turns it on;
 	// unit tests over a fake clientset leave it off unless they test it.
 	ObserveCache bool
+	// WatchClient is the client the caches list and watch with; nil uses
+	// the driver's. The server gives it one without a client-side rate
+	// limit: a cache costs one list and one watch per kind and namespace,
+	// once, and must not queue behind a deploy storm's requests (the API
+	// server's priority and fairness still applies).
+	WatchClient kubernetes.Interface
 	// ClientQPS is the request rate the client was given (client-go's
 	// rest.Config.QPS); the driver admits new activations at
 	// ClientQPS/ActivationRequestBudget (admission.go). Zero admits without
