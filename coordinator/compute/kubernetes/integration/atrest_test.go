@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/server"
@@ -55,6 +56,10 @@ func observingDriver(t testing.TB, cache bool) (*kdriver.Driver, *recorder) {
 	c := driverConfig(newFakeGateway(true))
 	c.ObserveCache = cache
 	c.ClientQPS = float64(cfg.QPS) // as the server sets it
+	wc := rest.CopyConfig(cfg)     // and the caches' unthrottled client (recorded too)
+	wc.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	c.WatchClient, err = kubernetes.NewForConfig(wc)
+	require.NoError(t, err)
 	d, err := kdriver.New(c, cs)
 	require.NoError(t, err)
 	t.Cleanup(d.Close)

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +28,7 @@ type fleet struct {
 	rec    *recorder
 	agents []string
 	nss    []string
+	stop   func() // ends the engine's leadership (idempotent)
 }
 
 func newFleet(b testing.TB, n, namespaces int, cache bool) *fleet {
@@ -49,20 +53,24 @@ func newFleet(b testing.TB, n, namespaces int, cache bool) *fleet {
 		f.agents = append(f.agents, id)
 	}
 	// production settings: only the owner and the seed are the test's
-	f.e = engine.New(engine.Config{Owner: "fleet", Seed: 1}, f.p, d, engine.RealClock{}, nil)
+	f.e = engine.New(engine.Config{Owner: "fleet", Seed: 1}, f.p, d, engine.RealClock{}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	d.NotifyChanges(f.e.ObserveNow) // as the server wires it
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.e.Run(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.True(b, err == nil || errors.Is(err, context.Canceled), "engine: %v", err)
-		case <-time.After(60 * time.Second):
-			b.Error("engine did not stop")
-		}
-	})
+	var once sync.Once
+	f.stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				require.True(b, err == nil || errors.Is(err, context.Canceled), "engine: %v", err)
+			case <-time.After(60 * time.Second):
+				b.Error("engine did not stop")
+			}
+		})
+	}
+	b.Cleanup(f.stop)
 	return f
 }
 
@@ -97,6 +105,15 @@ func (f *fleet) deployAll(b testing.TB) (time.Duration, int) {
 		return true
 	}, 30*time.Minute)
 	require.True(b, ok, "every deploy ended")
+	codes := map[string]int{}
+	for _, w := range works {
+		if wk, _ := f.m.Work(w); wk.State == state.WorkFailed {
+			codes[wk.LastCode]++
+			if codes[wk.LastCode] == 1 {
+				b.Logf("failed %s: %s: %s", w, wk.LastCode, wk.LastDetail)
+			}
+		}
+	}
 	return time.Since(start), failed
 }
 
