@@ -58,6 +58,9 @@ const (
 	StartTimeout = 90 * time.Second
 	// StopGrace is how long a component gets after SIGTERM before SIGKILL.
 	StopGrace = 10 * time.Second
+	// NodeLeaseSeconds is the fake Node's lease duration (a kubelet's
+	// default is 40 s).
+	NodeLeaseSeconds = 40
 	// NodeName is the fake Node kwok manages.
 	NodeName = "kwok-node-0"
 	// StorageClassName is kwok's fake StorageClass (the default class).
@@ -220,8 +223,13 @@ func Start(ctx context.Context) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Node leases, as a kubelet keeps them: without one, kwok's node status
+	// updates (about a minute apart) outlast the controller manager's node
+	// grace period, the Node flaps NotReady and every Pod on it is marked
+	// not ready — for good, since kwok's stages only make Pending Pods ready.
 	if err := e.start("kwok", "--kubeconfig="+kubeconfig, "--manage-all-nodes=true",
 		"--config="+stages, "--node-port=0", "--server-address=",
+		fmt.Sprintf("--node-lease-duration-seconds=%d", NodeLeaseSeconds),
 		"--cidr=10.244.0.1/16", "--node-ip=10.0.1.1"); err != nil {
 		return nil, err
 	}
