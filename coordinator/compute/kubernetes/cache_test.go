@@ -33,6 +33,16 @@ func countReads(cs *fake.Clientset) *atomic.Int64 {
 	return &reads
 }
 
+// listed reports whether cs served a LIST of resource since action from.
+func listed(cs *fake.Clientset, from int, resource string) bool {
+	for _, a := range cs.Actions()[from:] {
+		if a.GetVerb() == "list" && a.GetResource().Resource == resource {
+			return true
+		}
+	}
+	return false
+}
+
 // watching starts the caches of nss and returns once their watches
 // deliver: the fake clientset's watch starts at its call, so a change
 // between a cache's first list and its watch would be lost for good (the
@@ -120,15 +130,15 @@ func TestObserveCache(t *testing.T) {
 			}
 			addPod(t, cs, p.gw, "gateway-r1", p.gatewayPodLabels(), true)
 			require.NoError(t, d.ActivateRevision(ctx, r1))
-			obs, err := d.ObserveRevision(ctx, r1)
-			require.NoError(t, err)
-			require.True(t, obs.Ready, obs.Reason)
 			if tc.cache {
 				require.True(t, d.WaitForCaches(ctx))
 				// the cache holds what the API server does once its
 				// watch delivered the Pod and the Deployment
 				require.Eventually(t, func() bool { _, ok := d.readyFromCache(p); return ok }, 5*time.Second, 5*time.Millisecond)
 			}
+			obs, err := d.ObserveRevision(ctx, r1)
+			require.NoError(t, err)
+			require.True(t, obs.Ready, obs.Reason)
 
 			before := reads.Load()
 			for range 10 {
@@ -141,7 +151,8 @@ func TestObserveCache(t *testing.T) {
 				return
 			}
 
-			// not ready: the cache yields, the API server answers
+			// not ready, its container not started (restarting): a start
+			// under way, deferred from the cache without a request
 			pod, err := cs.CoreV1().Pods(p.gw).Get(ctx, "gateway-r1", metav1.GetOptions{})
 			require.NoError(t, err)
 			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
@@ -152,9 +163,22 @@ func TestObserveCache(t *testing.T) {
 				return err == nil && !obs.Ready && obs.Reason == ReasonPodNotReady
 			}, 5*time.Second, 5*time.Millisecond)
 			before = reads.Load()
-			_, err = d.ObserveRevision(ctx, r1)
+			obs, err = d.ObserveRevision(ctx, r1)
 			require.NoError(t, err)
-			require.Greater(t, reads.Load(), before, "a not-ready verdict is the API server's")
+			require.Equal(t, ReasonPodNotReady, obs.Reason)
+			require.Equal(t, before, reads.Load(), "a start under way is deferred from the cache")
+
+			// every container running: kubelet may have reported it held,
+			// so the API server answers, its Events included
+			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "gateway",
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+			pod, err = cs.CoreV1().Pods(p.gw).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			n := len(cs.Actions())
+			require.Eventually(t, func() bool {
+				obs, err := d.ObserveRevision(ctx, r1)
+				return err == nil && !obs.Ready && obs.Reason == ReasonPodNotReady && listed(cs, n, "events")
+			}, 5*time.Second, 5*time.Millisecond, "a started candidate's Events are read")
 
 			// Ready again; then a watch error: distrusted for CacheDistrust
 			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
