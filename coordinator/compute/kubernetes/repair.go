@@ -382,8 +382,10 @@ func (d *Driver) repairGateway(ctx context.Context, p *plan, k *repairKeys, c *n
 // gatewaySettled reports whether the caches show the Agent's Gateway
 // needing nothing: another revision's (an activation's), or this
 // revision's as rendered. Dedicated, the pinned node is taken from the
-// cached node route, not the enrollment Secret (which is not cached), so
-// only an exact match of the rendering settles it.
+// cached node route, not the enrollment Secret (which is not cached): it
+// is the Secret's only when a full readiness check of this revision
+// recorded that very node there (nodeSeen); otherwise only an exact match
+// of the rendering settles it.
 func (d *Driver) gatewaySettled(ctx context.Context, p *plan, k *repairKeys, c *nsCache) (bool, error) {
 	v := c.deploymentView(p.gw)
 	if v == nil {
@@ -406,7 +408,10 @@ func (d *Driver) gatewaySettled(ctx context.Context, p *plan, k *repairKeys, c *
 		if err != nil {
 			return false, nil
 		}
-		node, public, v.exact = route.Annotations[AnnotationWorkspaceNode], url, false
+		node, public = route.Annotations[AnnotationWorkspaceNode], url
+		d.mu.Lock()
+		v.exact = node != "" && d.nodeSeen[p.rev.ID] == node
+		d.mu.Unlock()
 	}
 	keys, err := k.get(ctx)
 	if err != nil {

@@ -540,6 +540,33 @@ func TestRepairDedicatedFromCache(t *testing.T) {
 	require.Empty(t, rs)
 	require.Len(t, cs.Actions(), n, "a dedicated Agent in sync costs no request: %v", cs.Actions()[n:])
 
+	// its Gateway written from an earlier rendering (a coordinator
+	// upgrade): left alone from the caches while the node a full check
+	// recorded is the one the cached node route names; read through the
+	// API server (and still left alone) otherwise
+	gw := gatewayOf(t, cs, p.gw)
+	gw.Spec.Template.Spec.Containers[0].Image = "registry.invalid/oce/gateway:old"
+	gw.Annotations[AnnotationRenderedHash] = "0123456789abcdef0123456789abcdef"
+	_, err = cs.AppsV1().Deployments(p.gw).Update(ctx, gw, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	cachesHold(t, d, cs, p.gw)
+	n = len(cs.Actions())
+	rs, err = d.RepairRevision(ctx, rev)
+	require.NoError(t, err)
+	require.Empty(t, rs)
+	require.Len(t, cs.Actions(), n, "another rendering, the node known: no request: %v", cs.Actions()[n:])
+	d.mu.Lock()
+	seen := d.nodeSeen[rev.ID]
+	delete(d.nodeSeen, rev.ID)
+	d.mu.Unlock()
+	require.Equal(t, "node-1", seen)
+	n = len(cs.Actions())
+	rs, err = d.RepairRevision(ctx, rev)
+	require.NoError(t, err)
+	require.Empty(t, rs)
+	require.True(t, did(cs, n, "get", "deployments"), "the node unknown: the API server decides")
+	require.Empty(t, writes(cs, n), "and leaves another rendering alone")
+
 	require.NoError(t, cs.AppsV1().Deployments(p.dp).Delete(ctx, p.n.harness, metav1.DeleteOptions{}))
 	hc := d.cacheFor(p.dp)
 	require.Eventually(t, func() bool { _, ok := hc.deployment(p.dp, p.n.harness); return !ok }, 5*time.Second, 5*time.Millisecond)
