@@ -7,11 +7,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	listersappsv1 "k8s.io/client-go/listers/apps/v1"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
+	listersnetworkingv1 "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"oce.dev/oce/shared/contract"
@@ -33,19 +35,40 @@ import (
 // whose watch is broken may be arbitrarily stale.
 const CacheDistrust = 30 * time.Second
 
-// nsCache is the watch-fed view of one managed namespace's oce Pods and
-// Deployments.
+// nsCache is the watch-fed view of one managed namespace's oce Pods,
+// Deployments, Services, ConfigMaps and NetworkPolicies.
 type nsCache struct {
-	factory informers.SharedInformerFactory
-	pods    cache.SharedIndexInformer
-	deploys cache.SharedIndexInformer
-	podL    listerscorev1.PodLister
-	depL    listersappsv1.DeploymentLister
-	stop    chan struct{}
+	factory  informers.SharedInformerFactory
+	pods     cache.SharedIndexInformer
+	deploys  cache.SharedIndexInformer
+	services cache.SharedIndexInformer
+	configs  cache.SharedIndexInformer
+	policies cache.SharedIndexInformer
+	podL     listerscorev1.PodLister
+	depL     listersappsv1.DeploymentLister
+	svcL     listerscorev1.ServiceLister
+	cmL      listerscorev1.ConfigMapLister
+	npL      listersnetworkingv1.NetworkPolicyLister
+	stop     chan struct{}
 
 	mu        sync.Mutex
-	watchErr  time.Time // the last watch error of either informer
+	watchErr  time.Time // the last watch error of any informer
 	startedAt time.Time
+	// keys memoizes, per Agent, the credential keys its last repaired
+	// revision resolved to (repairKeys): an in-sync check from the caches
+	// then needs no credential read either.
+	keys map[string]revisionKeys
+}
+
+// revisionKeys are the credential keys revision resolved to.
+type revisionKeys struct {
+	revision string
+	keys     []string
+}
+
+// informers are all of c's informers.
+func (c *nsCache) informers() []cache.SharedIndexInformer {
+	return []cache.SharedIndexInformer{c.pods, c.deploys, c.services, c.configs, c.policies}
 }
 
 // cacheFor returns ns's caches, starting them on first use. Nil when the
@@ -59,13 +82,14 @@ func (d *Driver) cacheFor(ns string) *nsCache {
 	if c, ok := d.caches[ns]; ok {
 		return c
 	}
-	// Only what the driver made: its label is on every Pod and Deployment.
+	// Only what the driver made: its label is on every object it makes.
 	f := informers.NewSharedInformerFactoryWithOptions(d.watchClient(), 0, informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy}).String()
 		}),
-		// Readiness reads labels, annotations, spec and status; the field
-		// managers' bookkeeping is the largest part nobody reads.
+		// Readiness and repair read labels, annotations, spec, data and
+		// status; the field managers' bookkeeping is the largest part
+		// nobody reads. ConfigMap data stays: repair compares it.
 		// A shallow copy: the object may be shared with its decoder.
 		informers.WithTransform(func(obj any) (any, error) {
 			switch o := obj.(type) {
@@ -77,15 +101,33 @@ func (d *Driver) cacheFor(ns string) *nsCache {
 				c := *o
 				c.ManagedFields = nil
 				return &c, nil
+			case *corev1.Service:
+				c := *o
+				c.ManagedFields = nil
+				return &c, nil
+			case *corev1.ConfigMap:
+				c := *o
+				c.ManagedFields = nil
+				return &c, nil
+			case *networkingv1.NetworkPolicy:
+				c := *o
+				c.ManagedFields = nil
+				return &c, nil
 			}
 			return obj, nil
 		}))
-	c := &nsCache{factory: f, stop: make(chan struct{}), startedAt: time.Now()}
+	c := &nsCache{factory: f, stop: make(chan struct{}), startedAt: time.Now(), keys: map[string]revisionKeys{}}
 	c.pods = f.Core().V1().Pods().Informer()
 	c.deploys = f.Apps().V1().Deployments().Informer()
+	c.services = f.Core().V1().Services().Informer()
+	c.configs = f.Core().V1().ConfigMaps().Informer()
+	c.policies = f.Networking().V1().NetworkPolicies().Informer()
 	c.podL = listerscorev1.NewPodLister(c.pods.GetIndexer())
 	c.depL = listersappsv1.NewDeploymentLister(c.deploys.GetIndexer())
-	for _, inf := range []cache.SharedIndexInformer{c.pods, c.deploys} {
+	c.svcL = listerscorev1.NewServiceLister(c.services.GetIndexer())
+	c.cmL = listerscorev1.NewConfigMapLister(c.configs.GetIndexer())
+	c.npL = listersnetworkingv1.NewNetworkPolicyLister(c.policies.GetIndexer())
+	for _, inf := range c.informers() {
 		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 			c.mu.Lock()
 			c.watchErr = time.Now() // the connection's health: wall time, not the driver's clock
@@ -95,6 +137,8 @@ func (d *Driver) cacheFor(ns string) *nsCache {
 			cache.DefaultWatchErrorHandler(ctx, r, err)
 		})
 	}
+	// Only Pods and Deployments decide readiness: a change of the others
+	// (a policy edited) waits for the next repair pass, not a round.
 	for _, inf := range []cache.SharedIndexInformer{c.pods, c.deploys} {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { d.changed() },
@@ -138,11 +182,16 @@ func (d *Driver) changed() {
 	})
 }
 
-// usable reports whether the caches may answer: synced, and no watch error
-// within CacheDistrust.
+// usable reports whether the caches may answer: all synced, and no watch
+// error within CacheDistrust.
 func (c *nsCache) usable(now time.Time) bool {
-	if c == nil || !c.pods.HasSynced() || !c.deploys.HasSynced() {
+	if c == nil {
 		return false
+	}
+	for _, inf := range c.informers() {
+		if !inf.HasSynced() {
+			return false
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -181,7 +230,9 @@ func (d *Driver) WaitForCaches(ctx context.Context) bool {
 	d.cacheMu.Lock()
 	var syncs []cache.InformerSynced
 	for _, c := range d.caches {
-		syncs = append(syncs, c.pods.HasSynced, c.deploys.HasSynced)
+		for _, inf := range c.informers() {
+			syncs = append(syncs, inf.HasSynced)
+		}
 	}
 	d.cacheMu.Unlock()
 	return cache.WaitForCacheSync(ctx.Done(), syncs...)
@@ -195,6 +246,20 @@ func (c *nsCache) deployment(ns, name string) (*appsv1.Deployment, bool) {
 		return nil, false
 	}
 	return dep, true
+}
+
+// usableCache is ns's cache when it may answer now, else nil: the caller
+// then reads through the API server.
+func (d *Driver) usableCache(ns string) *nsCache {
+	if c := d.cacheFor(ns); c.usable(time.Now()) {
+		return c
+	}
+	return nil
+}
+
+// cached adapts a lister's Get to (object, found).
+func cached[T any](obj T, err error) (T, bool) {
+	return obj, err == nil
 }
 
 // podList renders the cached Pods of ns carrying want as the list a LIST
@@ -247,4 +312,88 @@ func (d *Driver) readyFromCache(p *plan) (ep Endpoint, ok bool) {
 		return Endpoint{}, false
 	}
 	return ep, true
+}
+
+// pendingFromCache answers "not ready yet" from the caches alone, for a
+// revision whose own workload is still starting: the Agent's Gateway
+// Deployment runs this very revision and its candidate Pod is missing, or
+// not Ready with a container not yet running — so kubelet can have
+// reported no held failure for it (heldFromProbe reads Events only once
+// every container runs). Dedicated: the Harness is judged that way first,
+// and a Ready Harness with such a Gateway too. It is a deferral only: ok
+// is false for everything else (held, failed, staged, multiple or foreign
+// Pods, started containers, the workspace node check, unusable caches),
+// which the API server answers.
+func (d *Driver) pendingFromCache(p *plan) (r Readiness, ok bool) {
+	gc := d.usableCache(p.gw)
+	if gc == nil {
+		return Readiness{}, false
+	}
+	if p.topo == contract.DedicatedCodex {
+		hc := d.usableCache(p.dp)
+		if hc == nil {
+			return Readiness{}, false
+		}
+		hr, pending := startingReadiness(hc, p.dp, p.harnessWantLabels())
+		if pending {
+			hr.Reason = ReasonHarnessNotReady + ":" + hr.Reason
+			return hr, true
+		}
+		if !hr.Ready {
+			return Readiness{}, false
+		}
+	}
+	dep, found := gc.deployment(p.gw, p.n.gateway)
+	if !found || dep.Labels[LabelRevision] != p.rev.ID || !p.agentOwn.owns(dep.Labels, dep.Annotations, true) {
+		return Readiness{}, false
+	}
+	return startingReadiness(gc, p.gw, p.gatewayWantLabels())
+}
+
+// startingReadiness applies ProviderHarnessReady to the cached Pods of ns
+// carrying want; pending is true when the verdict is a start still under
+// way (no candidate, or a candidate not Ready whose containers have not
+// all started).
+func startingReadiness(c *nsCache, ns string, want map[string]string) (r Readiness, pending bool) {
+	r = ProviderHarnessReady(c.podList(ns, want), ns, want)
+	switch r.Reason {
+	case ReasonNoCandidate:
+		return r, true
+	case ReasonPodNotReady:
+		pod, err := c.podL.Pods(ns).Get(r.Pod)
+		if err != nil {
+			return r, false
+		}
+		_, started := containersStarted(pod)
+		return r, !started
+	}
+	return r, false
+}
+
+// preparedFromCache is stillPrepared's positive answer from the caches:
+// ok only when they show the revision's workloads as prepared (the
+// Agent's Gateway Deployment and, dedicated, a running predecessor
+// Gateway healthy and the Harness). A negative answer is the API
+// server's: it triggers preparation's writes.
+func (d *Driver) preparedFromCache(p *plan) bool {
+	gc := d.usableCache(p.gw)
+	if gc == nil {
+		return false
+	}
+	gw, found := gc.deployment(p.gw, p.n.gateway)
+	if !found || !p.agentOwn.owns(gw.Labels, gw.Annotations, true) || gw.DeletionTimestamp != nil {
+		return false
+	}
+	if p.topo == contract.Embedded {
+		return true
+	}
+	if gw.Labels[LabelRevision] != p.rev.ID && !deploymentHealthy(gw) {
+		return false
+	}
+	hc := d.usableCache(p.dp)
+	if hc == nil {
+		return false
+	}
+	h, found := hc.deployment(p.dp, p.n.harness)
+	return found && p.own.owns(h.Labels, h.Annotations, false) && h.DeletionTimestamp == nil
 }

@@ -152,9 +152,11 @@ type Config struct {
 	// ProbeBeforeCutover runs a staged embedded replacement's model probe
 	// in a probe Pod while the predecessor serves (probepod.go).
 	ProbeBeforeCutover bool
-	// ObserveCache answers at-rest observations from watch-fed caches of
-	// each managed namespace's oce Pods and Deployments (cache.go) instead
-	// of two API requests per Agent per pass. The coordinator turns it on;
+	// ObserveCache answers at-rest observations, a starting revision's
+	// "not yet" and in-sync drift checks from watch-fed caches of each
+	// managed namespace's oce Pods, Deployments, Services, ConfigMaps and
+	// NetworkPolicies (cache.go) instead of API requests per Agent per
+	// pass. The coordinator turns it on;
 	// unit tests over a fake clientset leave it off unless they test it.
 	ObserveCache bool
 	// WatchClient is the client the caches list and watch with; nil uses

@@ -24,14 +24,22 @@ import (
 // this revision must pass it; a staged replacement (the Agent's Gateway runs
 // an earlier revision) is ready once its configuration exists, because
 // embedded preparation does not validate the replacement (docs/design/seed-000.md#step-3).
+// A start under way may be answered from the caches (pendingFromCache):
+// an activation's readiness passes then cost no request, and the caches'
+// change notification brings the next pass when its Pod changes.
 func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compute.Observation, error) {
 	p, err := d.planFor(rev)
 	if err != nil {
 		return compute.Observation{}, err
 	}
-	r, err := d.revisionReadiness(ctx, p)
-	if err != nil {
-		return compute.Observation{}, err
+	r, ok := d.pendingFromCache(p)
+	if !ok {
+		// Activation's own check (revisionReadiness) is not deferred from
+		// the caches: it gates a write, and a lagging cache must not turn
+		// a readiness just observed into a pending activation.
+		if r, err = d.revisionReadiness(ctx, p); err != nil {
+			return compute.Observation{}, err
+		}
 	}
 	return compute.Observation{Ready: r.Ready, Reason: r.Reason, HeldCode: r.HeldCode, Cause: r.Cause,
 		Staged: r.Ready && r.Reason == ReasonStaged}, nil

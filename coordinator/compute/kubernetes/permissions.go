@@ -85,14 +85,14 @@ var NamespacePermissions = expand(map[string][]string{
 	"pods":                              {"get", "list", "watch", "create", "delete"}, // create, delete: the probe Pod before cutover; watch: the observation cache
 	"events":                            {"list"},                                     // kubelet's readiness Events carry a held startup failure
 	"secrets":                           {"get", "list", "create", "update", "delete"},
-	"services":                          {"get", "list", "create", "update", "delete"},
-	"configmaps":                        {"get", "list", "create", "delete"},
+	"services":                          {"get", "list", "watch", "create", "update", "delete"}, // watch: the repair cache
+	"configmaps":                        {"get", "list", "watch", "create", "delete"},           // watch: the repair cache
 	"serviceaccounts":                   {"get", "list", "create", "delete"},
 	"persistentvolumeclaims":            {"get", "list", "create", "delete"},
 	"resourcequotas":                    {"get", "create", "update", "delete"},                  // the oce Namespace's quota
 	"limitranges":                       {"get", "create", "delete"},                            // constant: never updated
 	"apps/deployments":                  {"get", "list", "watch", "create", "update", "delete"}, // watch: the observation cache
-	"networking.k8s.io/networkpolicies": {"get", "list", "create", "delete"},
+	"networking.k8s.io/networkpolicies": {"get", "list", "watch", "create", "delete"},           // watch: the repair cache
 })
 
 // Permissions is every access the driver needs: ClusterPermissions then

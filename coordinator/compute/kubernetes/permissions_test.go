@@ -122,7 +122,7 @@ func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
 	d, cs, st := newFakeStatus(t)
 	d.cfg.Subject = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "oce-system", Name: "oce-coordinator"}
 	d.cfg.ProbeBeforeCutover = true // the default activation order: a staged replacement's probe Pod
-	d.cfg.ObserveCache = true       // as the coordinator runs it: watches of Pods and Deployments
+	d.cfg.ObserveCache = true       // as the coordinator runs it: the caches' watches
 	t.Cleanup(d.Close)
 	ctx := context.Background()
 	_, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: NamespaceRole},
@@ -179,9 +179,10 @@ func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
 	require.Equal(t, ReasonNodeNotPinned, obs.Reason)
 	require.NoError(t, d.PrepareRevision(ctx, rd)) // pins the node: the Gateway restarts
 	rec.off(func() { rollGateway(t, cs, pd, "gateway-1") })
-	obs, err = d.ObserveRevision(ctx, rd)
-	require.NoError(t, err)
-	require.True(t, obs.Ready, obs.Reason)
+	require.Eventually(t, func() bool { // the caches may still show the Gateway starting
+		obs, err = d.ObserveRevision(ctx, rd)
+		return err == nil && obs.Ready
+	}, 10*time.Second, 5*time.Millisecond)
 	require.NoError(t, d.ActivateRevision(ctx, rd))
 	// a held candidate: the driver reads kubelet's readiness Events
 	rec.off(func() { require.NoError(t, cs.CoreV1().Pods(pd.gw).Delete(ctx, "gateway-1", deleteNow())) })
@@ -194,8 +195,15 @@ func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
 		_, err = cs.CoreV1().Pods(pd.gw).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 		require.NoError(t, err)
 	})
-	_, err = d.ObserveRevision(ctx, rd)
-	require.NoError(t, err)
+	// once the caches show its containers running, the candidate is the
+	// API server's to judge, Events included
+	require.Eventually(t, func() bool {
+		_, err = d.ObserveRevision(ctx, rd)
+		require.NoError(t, err)
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.namespaced[Permission{Verb: "list", Resource: "events"}]
+	}, 10*time.Second, 5*time.Millisecond)
 	for _, pod := range []struct{ ns, name string }{{pd.gw, "gateway-0"}, {pd.dp, "harness-0"}} {
 		rec.off(func() { require.NoError(t, cs.CoreV1().Pods(pod.ns).Delete(ctx, pod.name, deleteNow())) })
 	}
@@ -227,8 +235,11 @@ func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		return rec.namespaced[Permission{Verb: "watch", Resource: "pods"}] &&
-			rec.namespaced[Permission{Verb: "watch", Group: "apps", Resource: "deployments"}]
-	}, 10*time.Second, 10*time.Millisecond, "the observation caches watch Pods and Deployments")
+			rec.namespaced[Permission{Verb: "watch", Group: "apps", Resource: "deployments"}] &&
+			rec.namespaced[Permission{Verb: "watch", Resource: "services"}] &&
+			rec.namespaced[Permission{Verb: "watch", Resource: "configmaps"}] &&
+			rec.namespaced[Permission{Verb: "watch", Group: "networking.k8s.io", Resource: "networkpolicies"}]
+	}, 10*time.Second, 10*time.Millisecond, "the caches watch Pods, Deployments, Services, ConfigMaps and NetworkPolicies")
 	require.Equal(t, ClusterPermissions, recorded(rec.cluster), "cluster-wide")
 	require.Equal(t, NamespacePermissions, recorded(rec.namespaced), "inside managed namespaces")
 	managed := map[string]bool{}

@@ -105,6 +105,9 @@ func (d *Driver) preparedLevel(revID string) int {
 // stillPrepared reports whether the revision's workloads still exist as
 // prepared (the Gateway Deployment of the Agent, and the Harness).
 func (d *Driver) stillPrepared(ctx context.Context, p *plan) (bool, error) {
+	if d.preparedFromCache(p) {
+		return true, nil // a readiness pass of an activation: no request
+	}
 	gw, err := d.c.AppsV1().Deployments(p.gw).Get(ctx, p.n.gateway, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil

@@ -213,11 +213,18 @@ func stringMap(m map[string]any) bool {
 // missing and restores what was edited (see above). Objects not exactly
 // owned are reported as foreign and left alone. A Gateway Deployment
 // running another revision (an activation under way) is not touched.
+//
+// Where a namespace's caches are usable (cache.go), objects are compared
+// with their cached copies: one the caches show needing nothing costs no
+// request; only one that looks drifted (missing, differing, foreign) is
+// read again through the API server, which decides — a cache may lag, and
+// nothing is ever written from a cached read.
 func (d *Driver) RepairRevision(ctx context.Context, rev state.Revision) ([]compute.Repair, error) {
 	p, err := d.planFor(rev)
 	if err != nil {
 		return nil, err
 	}
+	caches := map[string]*nsCache{p.gw: d.usableCache(p.gw), p.dp: d.usableCache(p.dp)}
 	var out []compute.Repair
 	add := func(r compute.Repair, err error) error {
 		if r.Action != "" {
@@ -235,7 +242,8 @@ func (d *Driver) RepairRevision(ctx context.Context, rev state.Revision) ([]comp
 		if s.Labels[LabelRevision] != "" {
 			o = p.own
 		}
-		if err := add(repairObject(ctx, d, core.Services(s.Namespace), "Service", s, o, restoreService)); err != nil {
+		v := caches[s.Namespace].serviceView(s.Namespace)
+		if err := add(repairObject(ctx, d, core.Services(s.Namespace), "Service", s, o, restoreService, v)); err != nil {
 			return out, err
 		}
 	}
@@ -248,31 +256,96 @@ func (d *Driver) RepairRevision(ctx context.Context, rev state.Revision) ([]comp
 		configs = append(configs, harnessConfigMap(p))
 	}
 	for _, c := range configs {
-		if err := add(repairObject(ctx, d, core.ConfigMaps(c.Namespace), "ConfigMap", c, p.own, restoreConfigMap)); err != nil {
+		v := caches[c.Namespace].configMapView(c.Namespace)
+		if err := add(repairObject(ctx, d, core.ConfigMaps(c.Namespace), "ConfigMap", c, p.own, restoreConfigMap, v)); err != nil {
 			return out, err
 		}
 	}
 	for _, np := range d.revisionPolicies(p) {
-		if err := add(repairObject(ctx, d, d.c.NetworkingV1().NetworkPolicies(np.Namespace), "NetworkPolicy", np, p.own, restorePolicy)); err != nil {
+		v := caches[np.Namespace].policyView(np.Namespace)
+		if err := add(repairObject(ctx, d, d.c.NetworkingV1().NetworkPolicies(np.Namespace), "NetworkPolicy", np, p.own, restorePolicy, v)); err != nil {
 			return out, err
 		}
 	}
-	_, keys, err := d.credentials(ctx, rev)
-	if err != nil {
-		return out, err
-	}
+	k := &repairKeys{d: d, rev: rev, c: caches[p.gw]}
 	if p.topo == contract.DedicatedCodex {
-		h := d.harnessDeployment(p, keys)
-		if err := add(repairObject(ctx, d, d.c.AppsV1().Deployments(p.dp), "Deployment", h, p.own, restoreDeployment)); err != nil {
+		if err := add(d.repairHarness(ctx, p, k, caches[p.dp])); err != nil {
 			return out, err
 		}
 	}
-	return out, add(d.repairGateway(ctx, p, keys))
+	return out, add(d.repairGateway(ctx, p, k, caches[p.gw]))
+}
+
+// repairKeys resolves the revision's credential keys for the Deployments'
+// rendering once per pass. A usable Gateway-namespace cache keeps the keys
+// the Agent's revision last resolved to, so an in-sync check from the
+// caches needs no credential read: the keys follow from the revision alone
+// (its login method and harness; NamespaceSecrets), and any check that
+// finds something to do resolves them afresh before the API server decides.
+type repairKeys struct {
+	d     *Driver
+	rev   state.Revision
+	c     *nsCache // nil: no memo
+	fresh []string
+	done  bool
+}
+
+// get returns the memoized keys, or resolves them.
+func (k *repairKeys) get(ctx context.Context) ([]string, error) {
+	if k.c != nil {
+		k.c.mu.Lock()
+		m, ok := k.c.keys[k.rev.AgentID]
+		k.c.mu.Unlock()
+		if ok && m.revision == k.rev.ID {
+			return m.keys, nil
+		}
+	}
+	return k.resolve(ctx)
+}
+
+// resolve resolves the keys through the credential source (once a pass).
+func (k *repairKeys) resolve(ctx context.Context) ([]string, error) {
+	if k.done {
+		return k.fresh, nil
+	}
+	_, keys, err := k.d.credentials(ctx, k.rev)
+	if err != nil {
+		return nil, err
+	}
+	k.fresh, k.done = keys, true
+	if k.c != nil {
+		k.c.mu.Lock()
+		k.c.keys[k.rev.AgentID] = revisionKeys{revision: k.rev.ID, keys: keys}
+		k.c.mu.Unlock()
+	}
+	return keys, nil
+}
+
+// repairHarness repairs the dedicated revision's Harness Deployment.
+func (d *Driver) repairHarness(ctx context.Context, p *plan, k *repairKeys, c *nsCache) (compute.Repair, error) {
+	v := c.deploymentView(p.dp)
+	if v != nil {
+		keys, err := k.get(ctx)
+		if err != nil {
+			return compute.Repair{}, err
+		}
+		if v.settles(d.harnessDeployment(p, keys), p.own) {
+			return compute.Repair{}, nil
+		}
+	}
+	keys, err := k.resolve(ctx)
+	if err != nil {
+		return compute.Repair{}, err
+	}
+	return repairObject(ctx, d, d.c.AppsV1().Deployments(p.dp), "Deployment", d.harnessDeployment(p, keys), p.own, restoreDeployment, nil)
 }
 
 // repairGateway repairs the Agent's Gateway Deployment when it is missing
 // or runs this revision.
-func (d *Driver) repairGateway(ctx context.Context, p *plan, keys []string) (compute.Repair, error) {
+func (d *Driver) repairGateway(ctx context.Context, p *plan, k *repairKeys, c *nsCache) (compute.Repair, error) {
+	if settled, err := d.gatewaySettled(ctx, p, k, c); settled || err != nil {
+		return compute.Repair{}, err
+	}
 	deps := d.c.AppsV1().Deployments(p.gw)
 	cur, err := deps.Get(ctx, p.n.gateway, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -295,11 +368,58 @@ func (d *Driver) repairGateway(ctx context.Context, p *plan, keys []string) (com
 			return compute.Repair{}, err
 		}
 	}
+	keys, err := k.resolve(ctx)
+	if err != nil {
+		return compute.Repair{}, err
+	}
 	want := d.gatewayDeployment(p, keys, node, public)
 	if cur != nil {
 		carryProbePass(cur, want)
 	}
-	return repairObject(ctx, d, deps, "Deployment", want, p.own, restoreDeployment)
+	return repairObject(ctx, d, deps, "Deployment", want, p.own, restoreDeployment, nil)
+}
+
+// gatewaySettled reports whether the caches show the Agent's Gateway
+// needing nothing: another revision's (an activation's), or this
+// revision's as rendered. Dedicated, the pinned node is taken from the
+// cached node route, not the enrollment Secret (which is not cached): it
+// is the Secret's only when a full readiness check of this revision
+// recorded that very node there (nodeSeen); otherwise only an exact match
+// of the rendering settles it.
+func (d *Driver) gatewaySettled(ctx context.Context, p *plan, k *repairKeys, c *nsCache) (bool, error) {
+	v := c.deploymentView(p.gw)
+	if v == nil {
+		return false, nil
+	}
+	cur, ok := v.get(p.n.gateway)
+	if !ok || !p.agentOwn.owns(cur.Labels, cur.Annotations, true) {
+		return false, nil
+	}
+	if cur.Labels[LabelRevision] != p.rev.ID {
+		return true, nil
+	}
+	node, public := "", ""
+	if p.topo == contract.DedicatedCodex {
+		route, ok := c.serviceView(p.gw).get(p.n.nodeRoute)
+		if !ok || !p.agentOwn.owns(route.Labels, route.Annotations, false) {
+			return false, nil
+		}
+		url, err := nodeRoutePublicURL(route)
+		if err != nil {
+			return false, nil
+		}
+		node, public = route.Annotations[AnnotationWorkspaceNode], url
+		d.mu.Lock()
+		v.exact = node != "" && d.nodeSeen[p.rev.ID] == node
+		d.mu.Unlock()
+	}
+	keys, err := k.get(ctx)
+	if err != nil {
+		return false, err
+	}
+	want := d.gatewayDeployment(p, keys, node, public)
+	carryProbePass(cur, want)
+	return v.settles(want, p.own), nil
 }
 
 // carryProbePass keeps the model probe's pass time activation rendered
@@ -322,12 +442,85 @@ type repairClient[T metav1.Object] interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
+// cacheView is repair's view of one kind in a namespace's usable caches
+// (nil: not usable, read through the API server).
+type cacheView[T metav1.Object] struct {
+	get func(name string) (T, bool)
+	// exact: want is rendered from exactly what the API path would
+	// render it from, so a differing stamp ("another rendering") may be
+	// decided from the cache too.
+	exact bool
+}
+
+// settles reports whether the cached object of want's name needs nothing,
+// as the API path would judge it: exactly owned, and being deleted, in
+// sync with want under its stamp, or (exact) written from another
+// rendering. Missing, foreign or drifted is for the API server to judge.
+func (v *cacheView[T]) settles(want T, o owner) bool {
+	if v == nil {
+		return false
+	}
+	stamp(want)
+	cur, ok := v.get(want.GetName())
+	if !ok || !o.owns(cur.GetLabels(), cur.GetAnnotations(), false) {
+		return false
+	}
+	if cur.GetDeletionTimestamp() != nil {
+		return true
+	}
+	sameStamp := cur.GetAnnotations()[AnnotationRenderedHash] == want.GetAnnotations()[AnnotationRenderedHash]
+	if v.exact {
+		return !sameStamp || inSync(cur, want)
+	}
+	return sameStamp && inSync(cur, want)
+}
+
+func (c *nsCache) serviceView(ns string) *cacheView[*corev1.Service] {
+	if c == nil {
+		return nil
+	}
+	return &cacheView[*corev1.Service]{exact: true, get: func(name string) (*corev1.Service, bool) {
+		return cached(c.svcL.Services(ns).Get(name))
+	}}
+}
+
+func (c *nsCache) configMapView(ns string) *cacheView[*corev1.ConfigMap] {
+	if c == nil {
+		return nil
+	}
+	return &cacheView[*corev1.ConfigMap]{exact: true, get: func(name string) (*corev1.ConfigMap, bool) {
+		return cached(c.cmL.ConfigMaps(ns).Get(name))
+	}}
+}
+
+func (c *nsCache) policyView(ns string) *cacheView[*networkingv1.NetworkPolicy] {
+	if c == nil {
+		return nil
+	}
+	return &cacheView[*networkingv1.NetworkPolicy]{exact: true, get: func(name string) (*networkingv1.NetworkPolicy, bool) {
+		return cached(c.npL.NetworkPolicies(ns).Get(name))
+	}}
+}
+
+func (c *nsCache) deploymentView(ns string) *cacheView[*appsv1.Deployment] {
+	if c == nil {
+		return nil
+	}
+	return &cacheView[*appsv1.Deployment]{exact: true, get: func(name string) (*appsv1.Deployment, bool) {
+		return c.deployment(ns, name)
+	}}
+}
+
 // repairObject compares want with the object of its name and recreates or
-// restores it (restore returns the object to write over cur).
+// restores it (restore returns the object to write over cur). A cached
+// copy that settles it (v) spares the read.
 func repairObject[T metav1.Object](ctx context.Context, d *Driver, c repairClient[T], kind string, want T, o owner,
-	restore func(cur, want T) (next T, replace bool)) (compute.Repair, error) {
+	restore func(cur, want T) (next T, replace bool), v *cacheView[T]) (compute.Repair, error) {
 	ns, name := want.GetNamespace(), want.GetName()
 	stamp(want)
+	if v.settles(want, o) {
+		return compute.Repair{}, nil
+	}
 	cur, err := c.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		if _, err := c.Create(ctx, want, metav1.CreateOptions{}); err != nil {

@@ -2,7 +2,9 @@ package kubernetes
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -353,4 +355,222 @@ func TestCarries(t *testing.T) {
 			require.Equal(t, tc.ok, carries(tc.live, tc.want, ""))
 		})
 	}
+}
+
+// cachedAgent is repairedAgent with the caches on (started before any
+// object, so no write falls in a fake watch's blind moment), returned once
+// a repair pass needs no request; resolves counts credential resolutions.
+func cachedAgent(t *testing.T) (*Driver, *fake.Clientset, state.Revision, *plan, *atomic.Int64) {
+	t.Helper()
+	d, cs := newFake(t)
+	d.cfg.ObserveCache = true
+	t.Cleanup(d.Close)
+	var resolves atomic.Int64
+	inner := d.cfg.Credentials
+	d.cfg.Credentials = CredentialsFunc(func(ctx context.Context, rev state.Revision) (map[string][]byte, error) {
+		resolves.Add(1)
+		return inner.Resolve(ctx, rev)
+	})
+	ctx := context.Background()
+	rev := embeddedRev("r1")
+	p, err := d.planFor(rev)
+	require.NoError(t, err)
+	watching(t, d, cs, p.gw, p.dp)
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: rev.NamespaceID}))
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	addPod(t, cs, p.gw, "gateway-0", p.gatewayWantLabels(), true)
+	require.NoError(t, d.ActivateRevision(ctx, rev))
+	cachesHold(t, d, cs, p.gw, p.dp)
+	rs, err := d.RepairRevision(ctx, rev) // resolves the credential keys once
+	require.NoError(t, err)
+	require.Empty(t, rs)
+	return d, cs, rev, p, &resolves
+}
+
+// did reports whether cs saw verb on resource since action from.
+func did(cs *fake.Clientset, from int, verb, resource string) bool {
+	for _, a := range cs.Actions()[from:] {
+		if a.GetVerb() == verb && a.GetResource().Resource == resource {
+			return true
+		}
+	}
+	return false
+}
+
+// Repair reads from usable caches: an Agent in sync costs no request and
+// no credential read; an object the caches show drifted is read again
+// through the API server, which decides — a stale cache entry writes
+// nothing; unusable caches send every read to the API server.
+func TestRepairFromCache(t *testing.T) {
+	ctx := context.Background()
+	editSelector := func(svc *corev1.Service) *corev1.Service {
+		svc = svc.DeepCopy()
+		svc.Spec.Selector = merge(svc.Spec.Selector, map[string]string{LabelName: "elsewhere"})
+		return svc
+	}
+	for _, tc := range []struct {
+		name string
+		// drift changes the cluster or the cache; it returns once the
+		// caches show the change
+		drift func(t *testing.T, d *Driver, cs *fake.Clientset, p *plan)
+		want  func(p *plan) []compute.Repair
+		// reads: the resource read again through the API server; "":
+		// no request at all
+		reads      string
+		writes     bool
+		resolved   bool // the credential was resolved afresh
+		noCacheAll bool // every object read through the API server
+	}{
+		{name: "in sync: no request", drift: func(*testing.T, *Driver, *fake.Clientset, *plan) {}},
+		{name: "edited service seen in the cache: re-read, restored", reads: "services", writes: true,
+			drift: func(t *testing.T, d *Driver, cs *fake.Clientset, p *plan) {
+				svc, err := cs.CoreV1().Services(p.gw).Get(ctx, p.n.gateway, metav1.GetOptions{})
+				require.NoError(t, err)
+				_, err = cs.CoreV1().Services(p.gw).Update(ctx, editSelector(svc), metav1.UpdateOptions{})
+				require.NoError(t, err)
+				c := d.cacheFor(p.gw)
+				require.Eventually(t, func() bool {
+					s, err := c.svcL.Services(p.gw).Get(p.n.gateway)
+					return err == nil && s.Spec.Selector[LabelName] == "elsewhere"
+				}, 5*time.Second, 5*time.Millisecond)
+			},
+			want: func(p *plan) []compute.Repair {
+				return []compute.Repair{{Kind: "Service", Namespace: p.gw, Name: p.n.gateway, Action: compute.RepairRestored}}
+			}},
+		{name: "deleted deployment seen in the cache: re-read, recreated", reads: "deployments", writes: true, resolved: true,
+			drift: func(t *testing.T, d *Driver, cs *fake.Clientset, p *plan) {
+				require.NoError(t, cs.AppsV1().Deployments(p.gw).Delete(ctx, p.n.gateway, metav1.DeleteOptions{}))
+				c := d.cacheFor(p.gw)
+				require.Eventually(t, func() bool { _, ok := c.deployment(p.gw, p.n.gateway); return !ok }, 5*time.Second, 5*time.Millisecond)
+			},
+			want: func(p *plan) []compute.Repair {
+				return []compute.Repair{{Kind: "Deployment", Namespace: p.gw, Name: p.n.gateway, Action: compute.RepairRecreated}}
+			}},
+		{name: "stale cache shows an edit the API server does not: no write", reads: "services",
+			drift: func(t *testing.T, d *Driver, cs *fake.Clientset, p *plan) {
+				c := d.cacheFor(p.gw)
+				s, err := c.svcL.Services(p.gw).Get(p.n.gateway)
+				require.NoError(t, err)
+				require.NoError(t, c.services.GetIndexer().Update(editSelector(s)))
+			}},
+		{name: "stale cache misses a policy the API server has: no write", reads: "networkpolicies",
+			drift: func(t *testing.T, d *Driver, cs *fake.Clientset, p *plan) {
+				c := d.cacheFor(p.dp)
+				np, err := c.npL.NetworkPolicies(p.dp).Get(p.n.policyRuntime)
+				require.NoError(t, err)
+				require.NoError(t, c.policies.GetIndexer().Delete(np))
+			}},
+		{name: "stale cache shows a deployment edited: no write", reads: "deployments", resolved: true,
+			drift: func(t *testing.T, d *Driver, cs *fake.Clientset, p *plan) {
+				c := d.cacheFor(p.gw)
+				dep, ok := c.deployment(p.gw, p.n.gateway)
+				require.True(t, ok)
+				dep = dep.DeepCopy()
+				dep.Spec.Template.Spec.Containers[0].Image = "evil.invalid/gw:1"
+				require.NoError(t, c.deploys.GetIndexer().Update(dep))
+			}},
+		{name: "unusable cache: the API server answers", noCacheAll: true, resolved: true,
+			drift: func(t *testing.T, d *Driver, cs *fake.Clientset, p *plan) {
+				c := d.cacheFor(p.dp)
+				c.mu.Lock()
+				c.watchErr = time.Now()
+				c.mu.Unlock()
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, cs, rev, p, resolves := cachedAgent(t)
+			tc.drift(t, d, cs, p)
+			n, r := len(cs.Actions()), resolves.Load()
+			rs, err := d.RepairRevision(ctx, rev)
+			require.NoError(t, err)
+			var want []compute.Repair
+			if tc.want != nil {
+				want = tc.want(p)
+			}
+			require.Equal(t, want, rs)
+			require.Equal(t, tc.writes, len(writes(cs, n)) > 0, "writes: %v", writes(cs, n))
+			require.Equal(t, tc.resolved, resolves.Load() > r, "credential resolved afresh")
+			switch {
+			case tc.noCacheAll:
+				for _, res := range []string{"services", "configmaps", "networkpolicies", "deployments"} {
+					require.True(t, did(cs, n, "get", res), "get %s through the API server", res)
+				}
+			case tc.reads == "":
+				require.Len(t, cs.Actions(), n, "no request: %v", cs.Actions()[n:])
+			default:
+				require.True(t, did(cs, n, "get", tc.reads), "the drifted-looking %s re-read", tc.reads)
+				for _, a := range cs.Actions()[n:] {
+					if a.GetVerb() == "get" {
+						require.Equal(t, tc.reads, a.GetResource().Resource, "only what looks drifted is read")
+					}
+				}
+			}
+		})
+	}
+}
+
+// A dedicated Agent in sync is repaired from the caches without a request
+// (its pinned node from the cached node route); its Harness deleted is
+// recreated through the API server.
+func TestRepairDedicatedFromCache(t *testing.T) {
+	ctx := context.Background()
+	d, cs, st := newFakeStatus(t)
+	d.cfg.ObserveCache = true
+	t.Cleanup(d.Close)
+	rev := dedicatedRev("d1")
+	p, err := d.planFor(rev)
+	require.NoError(t, err)
+	watching(t, d, cs, p.gw, p.dp)
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: rev.NamespaceID}))
+	require.NoError(t, d.PrepareRevision(ctx, rev))
+	addPod(t, cs, p.dp, "harness-0", p.harnessWantLabels(), true)
+	require.Eventually(t, func() bool { return d.PrepareRevision(ctx, rev) == nil }, 5*time.Second, 5*time.Millisecond)
+	addPod(t, cs, p.gw, "gateway-0", p.gatewayWantLabels(), true)
+	require.Eventually(t, func() bool { return d.PrepareRevision(ctx, rev) == nil }, 5*time.Second, 5*time.Millisecond) // mints the setup code
+	st.enroll("node-1")
+	require.NoError(t, d.PrepareRevision(ctx, rev)) // pins the node
+	rollGateway(t, cs, p, "gateway-1")
+	require.Eventually(t, func() bool { return d.ActivateRevision(ctx, rev) == nil }, 5*time.Second, 5*time.Millisecond)
+	cachesHold(t, d, cs, p.gw, p.dp)
+	_, err = d.RepairRevision(ctx, rev) // resolves the credential keys once
+	require.NoError(t, err)
+	n := len(cs.Actions())
+	rs, err := d.RepairRevision(ctx, rev)
+	require.NoError(t, err)
+	require.Empty(t, rs)
+	require.Len(t, cs.Actions(), n, "a dedicated Agent in sync costs no request: %v", cs.Actions()[n:])
+
+	// its Gateway written from an earlier rendering (a coordinator
+	// upgrade): left alone from the caches while the node a full check
+	// recorded is the one the cached node route names; read through the
+	// API server (and still left alone) otherwise
+	gw := gatewayOf(t, cs, p.gw)
+	gw.Spec.Template.Spec.Containers[0].Image = "registry.invalid/oce/gateway:old"
+	gw.Annotations[AnnotationRenderedHash] = "0123456789abcdef0123456789abcdef"
+	_, err = cs.AppsV1().Deployments(p.gw).Update(ctx, gw, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	cachesHold(t, d, cs, p.gw)
+	n = len(cs.Actions())
+	rs, err = d.RepairRevision(ctx, rev)
+	require.NoError(t, err)
+	require.Empty(t, rs)
+	require.Len(t, cs.Actions(), n, "another rendering, the node known: no request: %v", cs.Actions()[n:])
+	d.mu.Lock()
+	seen := d.nodeSeen[rev.ID]
+	delete(d.nodeSeen, rev.ID)
+	d.mu.Unlock()
+	require.Equal(t, "node-1", seen)
+	n = len(cs.Actions())
+	rs, err = d.RepairRevision(ctx, rev)
+	require.NoError(t, err)
+	require.Empty(t, rs)
+	require.True(t, did(cs, n, "get", "deployments"), "the node unknown: the API server decides")
+	require.Empty(t, writes(cs, n), "and leaves another rendering alone")
+
+	require.NoError(t, cs.AppsV1().Deployments(p.dp).Delete(ctx, p.n.harness, metav1.DeleteOptions{}))
+	hc := d.cacheFor(p.dp)
+	require.Eventually(t, func() bool { _, ok := hc.deployment(p.dp, p.n.harness); return !ok }, 5*time.Second, 5*time.Millisecond)
+	rs, err = d.RepairRevision(ctx, rev)
+	require.NoError(t, err)
+	require.Equal(t, []compute.Repair{{Kind: "Deployment", Namespace: p.dp, Name: p.n.harness, Action: compute.RepairRecreated}}, rs)
 }
