@@ -6,6 +6,7 @@
 // (go build -tags memorydriver, memorydriver.go) also has the in-memory test
 // driver, which it runs with no --driver in a dev data dir
 // (docs/OPERATIONS.md); the production build links no test driver.
+// `coordinator certs` writes the TLS material of a Kubernetes install.
 package main
 
 import (
@@ -123,5 +124,6 @@ func command() *cobra.Command {
 	f.StringVar(&cfg.Engine.CredentialCheck, "credential-check", env("OCE_CREDENTIAL_CHECK", engine.CredentialCheckBeforeCutover),
 		"activation order: before-cutover checks a candidate's credential (and runs an embedded replacement's model probe) before any predecessor is stopped; seed keeps the seeds' order (env OCE_CREDENTIAL_CHECK)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "graceful stop budget")
+	cmd.AddCommand(certsCommand())
 	return cmd
 }

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"crypto/tls"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,4 +35,50 @@ func TestFlagDefaultsAndEnv(t *testing.T) {
 	}
 	cmd.SetArgs([]string{"extra"})
 	require.Error(t, cmd.Execute(), "positional arguments are refused")
+}
+
+// `coordinator certs` writes the four files for the namespace asked, and
+// refuses bad input and files in the way with a code, writing nothing.
+func TestCertsCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tls")
+	fresh := filepath.Join(t.TempDir(), "fresh") // where a refused command would have written
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		errCode string // empty: succeeds
+	}{
+		{name: "writes", args: []string{"certs", "--namespace", "team-a", "--out", dir, "--extra-host", "oce.example.com"}},
+		{name: "refuses to overwrite", args: []string{"certs", "--namespace", "team-a", "--out", dir}, errCode: "RESOURCE_CONFLICT"},
+		{name: "bad namespace", args: []string{"certs", "--namespace", "Team", "--out", fresh}, errCode: "INVALID_REQUEST"},
+		{name: "bad extra host", args: []string{"certs", "--out", fresh, "--extra-host", "https://x"}, errCode: "INVALID_REQUEST"},
+		{name: "no out", args: []string{"certs", "--namespace", "team-a"}, errCode: "INVALID_REQUEST"},
+		{name: "unknown flag", args: []string{"certs", "--out", fresh, "--bogus"}, errCode: "INVALID_REQUEST"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			cmd := command()
+			cmd.SetOut(&out)
+			cmd.SetErr(&errOut)
+			cmd.SetArgs(tc.args)
+			err := cmd.Execute()
+			if tc.errCode != "" {
+				require.Error(t, err)
+				require.Contains(t, errOut.String(), "coordinator certs: "+tc.errCode+": ")
+				require.NoDirExists(t, fresh)
+				return
+			}
+			require.NoError(t, err, errOut.String())
+			require.Contains(t, out.String(), "oce-coordinator-api.team-a.svc, ")
+			require.Contains(t, out.String(), "kubectl -n team-a create secret generic oce-coordinator-tls")
+		})
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	require.NoError(t, err)
+	require.Contains(t, pair.Leaf.DNSNames, "oce-coordinator-api.team-a.svc.cluster.local")
+	require.Contains(t, pair.Leaf.DNSNames, "oce.example.com")
+	for _, name := range []string{"ca.crt", "ca.key", "tls.crt", "tls.key"} {
+		st, err := os.Stat(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), name)
+	}
 }

@@ -170,30 +170,19 @@ func (in *install) fakeproviderArchive(ctx context.Context) (string, error) {
 		User: "1000:1000"})
 }
 
-// tlsHosts are the names the coordinators' certificate carries: every
-// member's stable name and the API Service, short and fully qualified.
-func tlsHosts() []string {
-	var out []string
-	for _, suffix := range []string{"", "." + SystemNS, "." + SystemNS + ".svc", "." + SystemNS + ".svc." + k8stest.ClusterDomain} {
-		out = append(out, "oce-coordinator"+suffix, "*.oce-coordinator"+suffix, "oce-coordinator-api"+suffix)
-	}
-	return append(out, "localhost", "127.0.0.1")
-}
-
 // secrets creates the bundle's namespace with the token and TLS Secrets
-// (install step 3). The model keys are a credential source of the team
-// Namespace, created through occ (agents_test.go).
+// (install step 3). The certificate is what `coordinator certs` writes:
+// certs.NewInstall names every address the install doc dials, the
+// port-forward's 127.0.0.1 among them (TestInstallDocConnectStep). The
+// model keys are a credential source of the team Namespace, created through
+// occ (agents_test.go).
 func (in *install) secrets(ctx context.Context, c *k8stest.Cluster) error {
-	caCert, caKey, err := certs.NewCA("oce e2e cluster CA", time.Now())
+	tlsMaterial, err := certs.NewInstall(SystemNS, nil, time.Now())
 	if err != nil {
 		return err
 	}
-	cert, key, err := certs.Issue(caCert, caKey, "oce-coordinator", tlsHosts(), time.Now(), 24*time.Hour)
-	if err != nil {
-		return err
-	}
-	in.caFile = filepath.Join(in.dir, "ca.crt")
-	if err := os.WriteFile(in.caFile, caCert, 0o600); err != nil {
+	in.caFile = filepath.Join(in.dir, certs.InstallCAFile)
+	if err := os.WriteFile(in.caFile, tlsMaterial.CACert, 0o600); err != nil {
 		return err
 	}
 	cs := c.Client.CoreV1()
@@ -202,7 +191,8 @@ func (in *install) secrets(ctx context.Context, c *k8stest.Cluster) error {
 	}
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: "oce-coordinator-token", Namespace: SystemNS}, Data: map[string][]byte{"token": []byte(in.token)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "oce-coordinator-tls", Namespace: SystemNS}, Data: map[string][]byte{"ca.crt": caCert, "tls.crt": cert, "tls.key": key}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "oce-coordinator-tls", Namespace: SystemNS}, Data: map[string][]byte{
+			certs.InstallCAFile: tlsMaterial.CACert, certs.InstallCertFile: tlsMaterial.Cert, certs.InstallKeyFile: tlsMaterial.Key}},
 	} {
 		if _, err := cs.Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("kube: secret %s: %w", s.Name, err)
