@@ -62,7 +62,7 @@ func TestCredentialsBelongToTheirNamespace(t *testing.T) {
 	mustOcc(t, "-n", TeamB, "config", "create", "cfg", "-f", demoFile(t, "embedded.json"))
 	denials := func() []wire.AuditRecord {
 		var recs []wire.AuditRecord
-		occJSON(t, &recs, "audit", "-n", TeamB, "--limit", "1000")
+		occJSON(t, &recs, "audit", "-n", TeamB, "--limit", "1000", "--oldest-first")
 		var out []wire.AuditRecord
 		for _, r := range recs {
 			if r.Outcome == wire.OutcomeDenied {
