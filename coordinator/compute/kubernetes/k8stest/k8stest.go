@@ -27,6 +27,7 @@ package k8stest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +62,10 @@ const (
 	// NodeLeaseSeconds is the fake Node's lease duration (a kubelet's
 	// default is 40 s).
 	NodeLeaseSeconds = 40
+	// FakeServiceSubnet is the kwok cluster's Service range: nothing
+	// routes it, and a fleet benchmark needs a Service per Agent (the real
+	// node's /24 holds 254).
+	FakeServiceSubnet = "10.0.0.0/16"
 	// NodeName is the fake Node kwok manages.
 	NodeName = "kwok-node-0"
 	// StorageClassName is kwok's fake StorageClass (the default class).
@@ -214,7 +219,7 @@ func Start(ctx context.Context) (_ *Env, err error) {
 		return nil, err
 	}
 	kubeconfig, err := e.startControlPlane(ctx, p, controlPlane{bind: "127.0.0.1", advertise: "127.0.0.1",
-		etcdClient: ports[0], etcdPeer: ports[1], api: ports[2], kcm: ports[3], sched: ports[4]})
+		etcdClient: ports[0], etcdPeer: ports[1], api: ports[2], kcm: ports[3], sched: ports[4], services: FakeServiceSubnet})
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +235,7 @@ func Start(ctx context.Context) (_ *Env, err error) {
 	if err := e.start("kwok", "--kubeconfig="+kubeconfig, "--manage-all-nodes=true",
 		"--config="+stages, "--node-port=0", "--server-address=",
 		fmt.Sprintf("--node-lease-duration-seconds=%d", NodeLeaseSeconds),
-		"--cidr=10.244.0.1/16", "--node-ip=10.0.1.1"); err != nil {
+		"--cidr=10.244.0.1/16", "--node-ip=10.1.0.1"); err != nil {
 		return nil, err
 	}
 	if err := e.bootstrap(ctx, filepath.Join(kwokDir, "storage-class.yaml")); err != nil {
@@ -244,6 +249,9 @@ type controlPlane struct {
 	bind                                  string // apiserver bind address
 	advertise                             string // apiserver advertise address (the kubernetes Service endpoint)
 	etcdClient, etcdPeer, api, kcm, sched int
+	// services is the Service IP range (default ServiceSubnet, which
+	// the real node's kube-proxy routes).
+	services string
 	// apiserverArgs are added to kube-apiserver's (the real node's
 	// authorizer, admission and kubelet client).
 	apiserverArgs []string
@@ -269,7 +277,7 @@ func (e *Env) startControlPlane(ctx context.Context, p *pki, cp controlPlane) (s
 		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
 		"--tls-cert-file=" + p.ServerCert, "--tls-private-key-file=" + p.ServerKey, "--client-ca-file=" + p.CACert,
 		"--service-account-issuer=https://kubernetes.default.svc", "--service-account-key-file=" + p.SAPub,
-		"--service-account-signing-key-file=" + p.SAKey, "--service-cluster-ip-range=" + ServiceSubnet,
+		"--service-account-signing-key-file=" + p.SAKey, "--service-cluster-ip-range=" + cmp.Or(cp.services, ServiceSubnet),
 		"--enable-priority-and-fairness=false", "--allow-privileged=false", "--profiling=false", "--v=0"}
 	if cp.advertise == "127.0.0.1" {
 		// The apiserver refuses a loopback advertise address with an
