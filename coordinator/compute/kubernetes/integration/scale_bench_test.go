@@ -74,6 +74,7 @@ func BenchmarkScale(b *testing.B) {
 			for range b.N {
 				f := newFleet(b, n, min(100, n), true)
 				took, failed := f.deployAll(b)
+				b.Logf("N=%d: deploy all %v, %d failed", n, took, failed) // kept should a later step fail
 				require.Zero(b, failed, "deploys failed")
 				require.True(b, assertEventually(f.allObservedReady, 10*time.Minute), "every Agent observed ready")
 
@@ -83,8 +84,10 @@ func BenchmarkScale(b *testing.B) {
 				time.Sleep(window) // a rate over a window: nothing to wait for
 				reqs, cpu, wall := f.rec.count(), cpuTime(b)-cpu0, time.Since(t0)
 				mem := rss(b)
+				b.Logf("N=%d at rest: %d requests in %v, cpu %v, rss %.0f MiB", n, reqs, wall, cpu, mem/(1<<20))
 
 				created, active := f.oneMore(b)
+				b.Logf("N=%d one more: Pod created %v, active %v", n, created, active)
 
 				f.stop()
 				current, leaderReqs := f.newLeaderCurrent(b)
@@ -126,7 +129,8 @@ func (f *fleet) oneMore(b *testing.B) (created, active time.Duration) {
 		ExecutionMode: state.ModeEmbedded, ComputeID: kdriver.Name,
 		HarnessAuth: &state.HarnessAuth{Method: "api_key", CredentialKind: "secret", SourceRef: "secret://x/m#k"}})
 	require.NoError(b, err)
-	w, err := env.Client.CoreV1().Pods(kdriver.GatewayNamespace(ns)).Watch(ctx, metav1.ListOptions{LabelSelector: kdriver.LabelAgent + "=" + id})
+	w, err := env.Client.CoreV1().Pods(kdriver.DataPlaneNamespace(ns)).Watch( // an embedded Gateway's namespace
+		ctx, metav1.ListOptions{LabelSelector: kdriver.LabelAgent + "=" + id})
 	require.NoError(b, err)
 	defer w.Stop()
 	cf, _ := f.m.Configuration("c-" + ns)
