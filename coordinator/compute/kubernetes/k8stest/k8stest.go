@@ -82,8 +82,9 @@ type Env struct {
 	Dir    string
 	BinDir string
 
-	procs []*proc
-	ns    *namespaces // the real node's namespaces; nil with kwok
+	procs       []*proc
+	ns          *namespaces  // the real node's namespaces; nil with kwok
+	coordinator *rest.Config // CoordinatorConfig (audit.go); nil on the real node
 }
 
 type proc struct {
@@ -218,10 +219,18 @@ func Start(ctx context.Context) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	kubeconfig, err := e.startControlPlane(ctx, p, controlPlane{bind: "127.0.0.1", advertise: "127.0.0.1",
-		etcdClient: ports[0], etcdPeer: ports[1], api: ports[2], kcm: ports[3], sched: ports[4], services: FakeServiceSubnet})
+	audit, err := auditArgs(dir)
 	if err != nil {
 		return nil, err
+	}
+	kubeconfig, err := e.startControlPlane(ctx, p, controlPlane{bind: "127.0.0.1", advertise: "127.0.0.1",
+		etcdClient: ports[0], etcdPeer: ports[1], api: ports[2], kcm: ports[3], sched: ports[4], services: FakeServiceSubnet,
+		apiserverArgs: audit})
+	if err != nil {
+		return nil, err
+	}
+	if err := e.issueCoordinator(p); err != nil {
+		return nil, fmt.Errorf("pki: %w", err)
 	}
 	kwokDir := filepath.Join(filepath.Dir(bin), "kwok")
 	stages, err := wffcStages(filepath.Join(kwokDir, "stages.yaml"), filepath.Join(dir, "kwok-stages.yaml"))
@@ -258,6 +267,15 @@ type controlPlane struct {
 	// dial, when set, reaches the apiserver (inside the node's namespace).
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
+
+// The test cluster's own controllers (controller manager, scheduler) are
+// not under test: their default client limits (20 and 50 requests/s) would
+// make them, not the coordinator, the bound of a fleet benchmark (10,000
+// Deployments → ReplicaSets → Pods → bindings).
+const (
+	controllerQPS   = "--kube-api-qps=500"
+	controllerBurst = "--kube-api-burst=1000"
+)
 
 // startControlPlane starts etcd, kube-apiserver, kube-controller-manager and
 // kube-scheduler, sets e.Config and e.Client, and returns the admin
@@ -309,13 +327,14 @@ func (e *Env) startControlPlane(ctx context.Context, p *pki, cp controlPlane) (s
 		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cp.kcm),
 		"--service-account-private-key-file="+p.SAKey, "--root-ca-file="+p.CACert,
-		"--use-service-account-credentials=false", "--cert-dir="+filepath.Join(dir, "kcm-certs"), "--v=0"); err != nil {
+		"--use-service-account-credentials=false", "--cert-dir="+filepath.Join(dir, "kcm-certs"),
+		controllerQPS, controllerBurst, "--v=0"); err != nil {
 		return "", err
 	}
 	if err := e.start("kube-scheduler", "--kubeconfig="+kubeconfig, "--leader-elect=false",
 		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cp.sched),
-		"--cert-dir="+filepath.Join(dir, "sched-certs"), "--v=0"); err != nil {
+		"--cert-dir="+filepath.Join(dir, "sched-certs"), controllerQPS, controllerBurst, "--v=0"); err != nil {
 		return "", err
 	}
 	return kubeconfig, nil
@@ -339,10 +358,10 @@ func (e *Env) bootstrap(ctx context.Context, scPath string) error {
 	if _, err := e.Client.StorageV1().StorageClasses().Create(ctx, &sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("storage class: %w", err)
 	}
-	// Large enough for the scale benchmarks' hundreds of Agents (kwok runs
+	// Large enough for the scale benchmark's 10,000 Agents (kwok runs
 	// nothing: the figures are the scheduler's bookkeeping only).
 	caps := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2000"), corev1.ResourceMemory: resource.MustParse("16Ti"),
-		corev1.ResourcePods: resource.MustParse("5000"), corev1.ResourceEphemeralStorage: resource.MustParse("1Pi")}
+		corev1.ResourcePods: resource.MustParse("20000"), corev1.ResourceEphemeralStorage: resource.MustParse("1Pi")}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: NodeName,
 			Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
