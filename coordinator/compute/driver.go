@@ -47,9 +47,10 @@ type Driver interface {
 
 // ChangeNotifier is optionally implemented by a driver that learns of
 // changes to what it observes (watch-fed caches): after NotifyChanges it
-// calls fn, which must not block, soon after each change, coalesced.
+// calls fn, which must not block, soon after each change, coalesced, with
+// the Agents whose objects changed (nil: any Agent may have).
 type ChangeNotifier interface {
-	NotifyChanges(fn func())
+	NotifyChanges(fn func(agentIDs []string))
 }
 
 // Warmer is optionally implemented by a driver that answers observations
@@ -178,6 +179,12 @@ type Observation struct {
 	// replacement whose gateway starts at activation. The engine may commit
 	// it; the health watcher never counts it as serving.
 	Staged bool
+	// Watched: the verdict came from caches the driver keeps current by
+	// watching, and a change of it reaches ChangeNotifier's function. The
+	// engine re-observes such an Agent on that notice, and otherwise only
+	// at its resync bound (engine.DefaultResyncInterval), instead of every
+	// health interval.
+	Watched bool
 }
 
 // StopResult is the outcome of StopRevision.

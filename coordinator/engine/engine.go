@@ -78,6 +78,10 @@ type Config struct {
 	// active revisions whose finalization is still owed.
 	HealthInterval      time.Duration
 	MaintenanceInterval time.Duration
+	// ResyncInterval bounds how long a watched observation (one the
+	// driver keeps current and tells changes of) stands without a change
+	// notice (resync.go).
+	ResyncInterval time.Duration
 	// Reauthorizer, when set, rechecks every claimed work's original actor
 	// before any compute effect (reauth.go).
 	Reauthorizer Reauthorizer
@@ -104,6 +108,7 @@ func (c Config) withDefaults() Config {
 	def(&c.PollInterval, DefaultPollInterval)
 	def(&c.HealthInterval, DefaultHealthInterval)
 	def(&c.MaintenanceInterval, DefaultMaintenanceInterval)
+	def(&c.ResyncInterval, DefaultResyncInterval)
 	def(&c.RepairRetry, DefaultRepairRetry)
 	if c.RepairInterval == 0 {
 		c.RepairInterval = DefaultRepairInterval
@@ -141,8 +146,9 @@ type Engine struct {
 
 	starts *rate.Limiter // new activations, when the driver is an Admitter (admit.go)
 
-	q   *quiet   // quiescence (quiet.go)
-	rep *repairs // drift repair passes (repair.go)
+	q   *quiet        // quiescence (quiet.go)
+	rep *repairs      // drift repair passes (repair.go)
+	obs *observations // watched observations and change notices (resync.go)
 }
 
 // New returns an engine; log may be nil.
@@ -164,7 +170,7 @@ func New(cfg Config, p Proposer, d compute.Driver, clk Clock, log *slog.Logger) 
 	}
 	return &Engine{cfg: cfg, p: p, d: d, caps: caps, clk: clk, log: log.With("component", "engine"),
 		notify: make(chan struct{}, 1), rng: mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		busy: map[string]bool{}, q: newQuiet(), rep: newRepairs(), starts: admissionLimiter(d)}
+		busy: map[string]bool{}, q: newQuiet(), rep: newRepairs(), obs: newObservations(), starts: admissionLimiter(d)}
 }
 
 // Notify wakes the engine (new work was admitted). It never blocks.

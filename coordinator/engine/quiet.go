@@ -19,6 +19,8 @@ import (
 // released), no work is open or in flight, no finalization is owed, and a
 // whole watcher round ran over the current state: it began at the replica's
 // current Applied count, so neither the round nor anyone else wrote since.
+// A round that left watched Agents unobserved (resync.go) is not whole;
+// ObserveNow asks for a whole one.
 
 // quiet records the watcher's rounds for Quiescent.
 type quiet struct {
@@ -27,6 +29,7 @@ type quiet struct {
 	begun   uint64        // rounds begun
 	last    uint64        // the last finished round's number (its begun count)
 	round   uint64        // Applied when the last finished round began
+	ended   uint64        // rounds ended, whole or not
 	done    chan struct{} // closed when the next round finishes
 	kick    chan struct{} // wakes the watcher for a round now
 }
@@ -43,10 +46,15 @@ func (q *quiet) roundBegins() uint64 {
 	return q.begun
 }
 
-// roundFinished records round n, which began at Applied count start.
-func (q *quiet) roundFinished(n, start uint64) {
+// roundFinished records round n, which began at Applied count start;
+// only a whole round counts for quiescence.
+func (q *quiet) roundFinished(n, start uint64, whole bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.ended++
+	if !whole {
+		return
+	}
 	q.last, q.round = n, start
 	close(q.done)
 	q.done = make(chan struct{})
@@ -71,9 +79,22 @@ func (e *Engine) quiescentSince(after uint64) bool {
 	return idle && len(m.OpenWorkItems(state.WorkFilter{})) == 0 && len(m.Unfinalized()) == 0
 }
 
-// ObserveNow wakes the watcher for a round now instead of at its next
-// interval. It never blocks.
+// ObserveNow wakes the watcher for a round over every Agent now instead of
+// at its next interval. It never blocks.
 func (e *Engine) ObserveNow() {
+	e.obs.mark(nil)
+	e.kick()
+}
+
+// ObserveAgents wakes the watcher for a round now that observes at least
+// agentIDs (nil: every Agent) — a driver's change notice
+// (compute.ChangeNotifier). It never blocks.
+func (e *Engine) ObserveAgents(agentIDs []string) {
+	e.obs.mark(agentIDs)
+	e.kick()
+}
+
+func (e *Engine) kick() {
 	select {
 	case e.q.kick <- struct{}{}:
 	default:

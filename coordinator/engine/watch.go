@@ -46,14 +46,15 @@ func (e *Engine) watch(ctx context.Context) {
 		case <-e.clk.After(e.cfg.HealthInterval):
 		case <-e.q.kick:
 		}
+		dirty, full := e.obs.take()
 		n, start := e.q.roundBegins(), e.p.Machine().Applied()
-		e.observeHealth(ctx)
+		whole := e.observeHealth(ctx, dirty, full)
 		if now := e.clk.Now(); !now.Before(nextMaint) {
 			e.maintain(ctx)
 			nextMaint = now.Add(e.cfg.MaintenanceInterval)
 		}
 		if ctx.Err() == nil {
-			e.q.roundFinished(n, start)
+			e.q.roundFinished(n, start, whole)
 		}
 	}
 }
@@ -112,22 +113,27 @@ func (e *Engine) maintain(ctx context.Context) {
 	}
 }
 
-// observeHealth observes each active revision of this compute target and
-// records changes; then it considers a rollback.
-func (e *Engine) observeHealth(ctx context.Context) {
+// observeHealth observes each active revision of this compute target that
+// is due (resync.go: all when full) and records changes; then it considers
+// a rollback. whole: no Agent was left unobserved.
+func (e *Engine) observeHealth(ctx context.Context, dirty map[string]bool, full bool) (whole bool) {
 	m := e.p.Machine()
-	var agents []state.Agent
+	now := e.clk.Now()
+	active := map[string]bool{}
+	sem := make(chan struct{}, healthWorkers)
+	var wg sync.WaitGroup
+	whole = true
 	for _, a := range m.Agents("") {
 		if a.ActiveRevisionID == "" || a.Deleting {
 			continue
 		}
-		agents = append(agents, a)
-	}
-	sem := make(chan struct{}, healthWorkers)
-	var wg sync.WaitGroup
-	for _, a := range agents {
 		rev, ok := m.Revision(a.ActiveRevisionID)
 		if !ok || (rev.ComputeID != "" && rev.ComputeID != e.cfg.ComputeID) {
+			continue
+		}
+		active[a.ID] = true
+		if !e.obs.due(a.ID, rev.ID, now, dirty, full, e.cfg.ResyncInterval) {
+			whole = false
 			continue
 		}
 		sem <- struct{}{}
@@ -138,12 +144,17 @@ func (e *Engine) observeHealth(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	e.obs.keep(active)
+	return whole
 }
 
 func (e *Engine) observeOne(ctx context.Context, a state.Agent, rev state.Revision) {
 	octx, cancel := context.WithTimeout(ctx, ObserveTimeout)
+	at := e.clk.Now()
 	obs, err := e.d.ObserveRevision(octx, rev)
 	cancel()
+	// Watched only when ready and nothing below reads anything else.
+	e.obs.record(a.ID, rev.ID, at, err == nil && obs.Watched && obs.Ready && !obs.Staged && obs.HeldCode == "")
 	if err != nil {
 		if ctx.Err() != nil {
 			return

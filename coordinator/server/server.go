@@ -354,9 +354,9 @@ func (n *node) openDriver(context.Context) error {
 	// A driver that watches what it observes wakes the watcher at once
 	// instead of at its next interval.
 	if cn, ok := d.(compute.ChangeNotifier); ok {
-		cn.NotifyChanges(func() {
+		cn.NotifyChanges(func(agentIDs []string) {
 			if e := n.engine.Load(); e != nil {
-				e.ObserveNow()
+				e.ObserveAgents(agentIDs)
 			}
 		})
 	}

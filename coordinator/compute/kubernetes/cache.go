@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"sort"
 	"sync"
 	"time"
 
@@ -84,9 +85,7 @@ func (d *Driver) cacheFor(ns string) *nsCache {
 	}
 	// Only what the driver made: its label is on every object it makes.
 	f := informers.NewSharedInformerFactoryWithOptions(d.watchClient(), 0, informers.WithNamespace(ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy}).String()
-		}),
+		informers.WithTweakListOptions(cacheListOptions),
 		// Readiness and repair read labels, annotations, spec, data and
 		// status; the field managers' bookkeeping is the largest part
 		// nobody reads. ConfigMap data stays: repair compares it.
@@ -141,14 +140,33 @@ func (d *Driver) cacheFor(ns string) *nsCache {
 	// (a policy edited) waits for the next repair pass, not a round.
 	for _, inf := range []cache.SharedIndexInformer{c.pods, c.deploys} {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { d.changed() },
-			UpdateFunc: func(any, any) { d.changed() },
-			DeleteFunc: func(any) { d.changed() },
+			AddFunc:    func(obj any) { d.objectChanged(obj) },
+			UpdateFunc: func(_, obj any) { d.objectChanged(obj) },
+			DeleteFunc: func(obj any) { d.objectChanged(obj) },
 		})
 	}
 	f.Start(c.stop)
 	d.caches[ns] = c
 	return c
+}
+
+// WatchTimeoutStretch lengthens the caches' watches: client-go's reflector
+// asks for 5–10 minutes, after which it lists nothing but watches again —
+// a request per kind and managed namespace, which with 5 kinds in 200
+// namespaces is ~1.5 requests/s however quiet the Agents. Stretched, the
+// watches last 30–60 minutes (the API server's own range for watches
+// without a timeout, --min-request-timeout 1800 s); bookmarks keep their
+// resume points current meanwhile.
+const WatchTimeoutStretch = 6
+
+// cacheListOptions selects only what the driver made (its label is on
+// every object it makes) and stretches watch timeouts.
+func cacheListOptions(o *metav1.ListOptions) {
+	o.LabelSelector = labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy}).String()
+	if o.TimeoutSeconds != nil { // a watch: lists carry none
+		t := *o.TimeoutSeconds * WatchTimeoutStretch
+		o.TimeoutSeconds = &t
+	}
 }
 
 // ChangeCoalesce is the longest a cache change waits before the function
@@ -158,27 +176,56 @@ const ChangeCoalesce = 200 * time.Millisecond
 
 // NotifyChanges implements compute.ChangeNotifier: fn runs at most
 // ChangeCoalesce after any change the caches see, at most once per
-// ChangeCoalesce.
-func (d *Driver) NotifyChanges(fn func()) {
+// ChangeCoalesce, with the Agents whose Pods or Deployments changed.
+func (d *Driver) NotifyChanges(fn func(agentIDs []string)) {
 	d.cacheMu.Lock()
 	defer d.cacheMu.Unlock()
 	d.onChange = fn
 }
 
-// changed schedules the change notification unless one is pending.
-func (d *Driver) changed() {
+// objectChanged schedules the change notification for obj's Agent (every
+// object the driver makes carries LabelAgent; a deleted object may come as
+// its last known state).
+func (d *Driver) objectChanged(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	agent := ""
+	if m, ok := obj.(metav1.Object); ok {
+		agent = m.GetLabels()[LabelAgent]
+	}
 	d.cacheMu.Lock()
 	defer d.cacheMu.Unlock()
-	if d.onChange == nil || d.changePending {
+	if d.onChange == nil {
 		return
 	}
-	d.changePending = true
+	if agent == "" {
+		d.changedAny = true
+	}
+	if d.changed != nil { // a notification waits: it tells this one too
+		if agent != "" {
+			d.changed[agent] = true
+		}
+		return
+	}
+	d.changed = map[string]bool{}
+	if agent != "" {
+		d.changed[agent] = true
+	}
 	fn := d.onChange
 	time.AfterFunc(ChangeCoalesce, func() {
 		d.cacheMu.Lock()
-		d.changePending = false
+		var ids []string
+		if !d.changedAny {
+			ids = make([]string, 0, len(d.changed))
+			for id := range d.changed {
+				ids = append(ids, id)
+			}
+			sort.Strings(ids)
+		}
+		d.changed, d.changedAny = nil, false
 		d.cacheMu.Unlock()
-		fn()
+		fn(ids)
 	})
 }
 

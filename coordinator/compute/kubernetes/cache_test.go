@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -364,7 +365,8 @@ func TestObserveCacheDedicated(t *testing.T) {
 }
 
 // A change the caches see reaches NotifyChanges's function, coalesced: a
-// burst of Pod updates is told at most once per ChangeCoalesce.
+// burst of Pod updates is told at most once per ChangeCoalesce, naming the
+// Agent whose Pods changed.
 func TestCacheChangesNotify(t *testing.T) {
 	ctx := context.Background()
 	d, cs, _ := newFakeStatus(t)
@@ -372,7 +374,20 @@ func TestCacheChangesNotify(t *testing.T) {
 	t.Cleanup(d.Close)
 	var told atomic.Int64
 	wake := make(chan struct{}, 64)
-	d.NotifyChanges(func() { told.Add(1); wake <- struct{}{} })
+	var mu sync.Mutex
+	agents := map[string]int{}
+	d.NotifyChanges(func(ids []string) {
+		mu.Lock()
+		for _, id := range ids {
+			agents[id]++
+		}
+		if ids == nil {
+			agents["<any>"]++
+		}
+		mu.Unlock()
+		told.Add(1)
+		wake <- struct{}{}
+	})
 	r1 := embeddedRev("r1")
 	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: r1.NamespaceID}))
 	require.NoError(t, d.PrepareRevision(ctx, r1))
@@ -390,6 +405,9 @@ func TestCacheChangesNotify(t *testing.T) {
 	}
 	drain() // the initial list's additions
 	told.Store(0)
+	mu.Lock()
+	clear(agents)
+	mu.Unlock()
 
 	start := time.Now()
 	for i := range 20 {
@@ -405,6 +423,9 @@ func TestCacheChangesNotify(t *testing.T) {
 	require.GreaterOrEqual(t, n, int64(1))
 	// at most one notification per ChangeCoalesce since the burst began
 	require.LessOrEqual(t, n, int64(time.Since(start)/ChangeCoalesce)+1, "coalesced")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]int{r1.AgentID: int(n)}, agents, "each notice names the Agent, and only it")
 }
 
 // An activation under way is answered from the caches: no candidate yet,
@@ -475,4 +496,26 @@ func TestPendingFromCache(t *testing.T) {
 	before = reads.Load()
 	observe(ReasonPodNotReady)
 	require.Greater(t, reads.Load(), before, "after a watch error the API server answers")
+}
+
+// The caches' lists select the driver's objects; their watches last
+// WatchTimeoutStretch times what the reflector asks (re-watches are
+// requests at rest).
+func TestCacheListOptions(t *testing.T) {
+	five := int64(300)
+	for name, tc := range map[string]struct {
+		in      metav1.ListOptions
+		timeout *int64
+	}{
+		"list":  {in: metav1.ListOptions{ResourceVersion: "0"}},
+		"watch": {in: metav1.ListOptions{ResourceVersion: "7", TimeoutSeconds: &five}, timeout: ptr(int64(300 * WatchTimeoutStretch))},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := tc.in
+			cacheListOptions(&o)
+			require.Equal(t, LabelManagedBy+"="+ManagedBy, o.LabelSelector)
+			require.Equal(t, tc.timeout, o.TimeoutSeconds)
+			require.Equal(t, int64(300), five, "the reflector's value is not written through")
+		})
+	}
 }

@@ -212,10 +212,12 @@ type Driver struct {
 
 	cacheMu sync.Mutex
 	caches  map[string]*nsCache // physical namespace → its watch-fed caches (cache.go)
-	// onChange hears of cache changes (NotifyChanges); changePending while
-	// a coalesced notification waits.
-	onChange      func()
-	changePending bool
+	// onChange hears of cache changes (NotifyChanges); changed collects
+	// the Agents told in the next coalesced notification (non-nil while
+	// one waits); changedAny: an object without an Agent changed.
+	onChange   func(agentIDs []string)
+	changed    map[string]bool
+	changedAny bool
 }
 
 var _ compute.ChangeNotifier = (*Driver)(nil)

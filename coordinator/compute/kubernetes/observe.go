@@ -32,6 +32,15 @@ func (d *Driver) ObserveRevision(ctx context.Context, rev state.Revision) (compu
 	if err != nil {
 		return compute.Observation{}, err
 	}
+	if p.topo != contract.DedicatedCodex {
+		if _, ok := d.readyFromCache(p); ok {
+			// Watched: a change of this verdict is a change of the
+			// Gateway's Pod or Deployment, which NotifyChanges tells.
+			// (Dedicated readiness also asks the Gateway whether the node
+			// is connected, which no watch tells.)
+			return compute.Observation{Ready: true, Reason: ReasonReady, Watched: true}, nil
+		}
+	}
 	r, ok := d.pendingFromCache(p)
 	if !ok {
 		// Activation's own check (revisionReadiness) is not deferred from
