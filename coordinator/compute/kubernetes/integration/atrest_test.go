@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -46,10 +47,16 @@ func activeAgents(t testing.TB, n, namespaces int) []state.Revision {
 // rate-limited as production's coordinator is (server.DefaultKubeQPS and
 // DefaultKubeBurst, not the suite's 500/s), with or without the cache.
 func observingDriver(t testing.TB, cache bool) (*kdriver.Driver, *recorder) {
+	return observingDriverAt(t, cache, server.DefaultKubeQPS, server.DefaultKubeBurst, env.Config)
+}
+
+// observingDriverAt is observingDriver with the client's rate limit and
+// identity given (base: whose credentials the clients use).
+func observingDriverAt(t testing.TB, cache bool, qps float32, burst int, base *rest.Config) (*kdriver.Driver, *recorder) {
 	t.Helper()
 	r := &recorder{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.QPS, cfg.Burst = server.DefaultKubeQPS, server.DefaultKubeBurst
+	cfg := rest.CopyConfig(base)
+	cfg.QPS, cfg.Burst = qps, burst
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { r.rt = rt; return r })
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
@@ -133,4 +140,27 @@ func BenchmarkObserveAtRest(b *testing.B) {
 			})
 		}
 	}
+}
+
+// The API server's audit log counts exactly the requests made as the
+// coordinator's user (k8stest.CoordinatorRequests, BenchmarkScale's
+// server-side figure): not the admin's, not another window's.
+func TestAPIServerCountsCoordinatorRequests(t *testing.T) {
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(env.CoordinatorConfig())
+	require.NoError(t, err)
+	from := time.Now()
+	for range 3 {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+		require.NoError(t, err)
+	}
+	_, err = env.Client.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}) // admin
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		n, err := env.CoordinatorRequests(from, time.Now())
+		return err == nil && n == 3
+	}, 10*time.Second, 20*time.Millisecond, "three requests served to the coordinator's user")
+	n, err := env.CoordinatorRequests(from.Add(-time.Hour), from)
+	require.NoError(t, err)
+	require.Zero(t, n, "none before")
 }

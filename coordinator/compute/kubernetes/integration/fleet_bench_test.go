@@ -25,15 +25,24 @@ type fleet struct {
 	m      *state.Machine
 	p      *engine.LocalProposer
 	e      *engine.Engine
+	d      *kdriver.Driver
 	rec    *recorder
 	agents []string
 	nss    []string
-	stop   func() // ends the engine's leadership (idempotent)
+	stop   func() // ends the engine's leadership and closes its driver (idempotent)
 }
 
 func newFleet(b testing.TB, n, namespaces int, cache bool) *fleet {
+	f := fleetState(b, n, namespaces)
 	d, rec := observingDriver(b, cache)
-	f := &fleet{m: state.NewMachine(), rec: rec}
+	f.lead(b, d, rec)
+	return f
+}
+
+// fleetState records n embedded Agents in namespaces Namespaces, with no
+// leader yet.
+func fleetState(b testing.TB, n, namespaces int) *fleet {
+	f := &fleet{m: state.NewMachine()}
 	f.p = engine.NewLocalProposer(f.m, engine.RealClock{}, "alice")
 	propose := func(typ state.Named, p any) {
 		_, err := f.p.Propose(context.Background(), typ.Name(), p)
@@ -52,9 +61,16 @@ func newFleet(b testing.TB, n, namespaces int, cache bool) *fleet {
 			HarnessAuth: &state.HarnessAuth{Method: "api_key", CredentialKind: "secret", SourceRef: "secret://x/m#k"}})
 		f.agents = append(f.agents, id)
 	}
+	return f
+}
+
+// lead starts an engine at production settings over d (a leader), after
+// the previous one's leadership ended.
+func (f *fleet) lead(b testing.TB, d *kdriver.Driver, rec *recorder) {
+	f.d, f.rec = d, rec
 	// production settings: only the owner and the seed are the test's
 	f.e = engine.New(engine.Config{Owner: "fleet", Seed: 1}, f.p, d, engine.RealClock{}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	d.NotifyChanges(f.e.ObserveNow) // as the server wires it
+	d.NotifyChanges(f.e.ObserveAgents) // as the server wires it
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.e.Run(ctx) }()
@@ -68,10 +84,10 @@ func newFleet(b testing.TB, n, namespaces int, cache bool) *fleet {
 			case <-time.After(60 * time.Second):
 				b.Error("engine did not stop")
 			}
+			d.Close()
 		})
 	}
 	b.Cleanup(f.stop)
-	return f
 }
 
 // deployAll admits one revision per Agent at once and waits until every

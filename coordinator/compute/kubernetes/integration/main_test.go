@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,7 @@ type call struct {
 	At     time.Time
 	Method string
 	Path   string
+	Watch  bool
 	Body   string
 }
 
@@ -61,7 +63,7 @@ type recorder struct {
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	c := call{At: time.Now(), Method: req.Method, Path: req.URL.Path}
+	c := call{At: time.Now(), Method: req.Method, Path: req.URL.Path, Watch: req.URL.Query().Get("watch") == "true"}
 	if req.Body != nil && req.Method == http.MethodDelete {
 		b, _ := io.ReadAll(req.Body)
 		req.Body = io.NopCloser(bytes.NewReader(b))
@@ -77,6 +79,36 @@ func (r *recorder) snapshot() []call {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]call(nil), r.calls...)
+}
+
+// breakdown summarizes the recorded requests by verb and resource, e.g.
+// "WATCH pods 3, GET secrets 1".
+func (r *recorder) breakdown() string {
+	n := map[string]int{}
+	for _, c := range r.snapshot() {
+		verb := c.Method
+		if c.Watch {
+			verb = "WATCH"
+		}
+		parts := strings.Split(strings.Trim(c.Path, "/"), "/")
+		resource := parts[len(parts)-1]
+		for i, p := range parts { // …/namespaces/NS/RESOURCE[/NAME]
+			if p == "namespaces" && i+2 < len(parts) {
+				resource = parts[i+2]
+			}
+		}
+		n[verb+" "+resource]++
+	}
+	keys := make([]string, 0, len(n))
+	for k := range n {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%s %d", k, n[k]))
+	}
+	return strings.Join(out, ", ")
 }
 
 func (r *recorder) reset() {
