@@ -94,6 +94,10 @@ func command() *cobra.Command {
 	f.StringVar(&cfg.Local.SecretsDir, "local-secrets-dir", env("OCE_LOCAL_SECRETS_DIR", ""), "local driver: the shared secrets directory a cluster admin registers files of as Namespaces' credential sources (occ credential register --from-local); default <local-root>/secrets")
 	f.StringVar(&cfg.Local.ProviderURL, "local-provider-url", env("OCE_LOCAL_PROVIDER_URL", ""), "local driver: model provider base URL for every runtime (the offline fake provider)")
 	f.BoolVar(&cfg.Local.AllowHostNetwork, "local-allow-host-network", false, "local driver: let runtimes run outside a loopback-only network namespace")
+	// Strings, not numbers: the driver validates them at start and a bad one
+	// is refused with NOT_CONFIGURED naming the flag, like its variable.
+	f.StringVar(&cfg.Kubernetes.QPS, "kube-qps", "", fmt.Sprintf("kubernetes driver: the client's requests/s toward the API server; wins over env OCE_KUBE_QPS; default %d (docs/kubernetes.md, Scale)", server.DefaultKubeQPS))
+	f.StringVar(&cfg.Kubernetes.Burst, "kube-burst", "", fmt.Sprintf("kubernetes driver: the client's burst toward the API server (raised to --kube-qps when below it); wins over env OCE_KUBE_BURST; default %d", server.DefaultKubeBurst))
 	f.StringVar(&cfg.TokenFile, "token-file", env("OCE_TOKEN_FILE", ""), "bearer token file (0600), created when missing; default <data-dir>/token (env OCE_TOKEN_FILE)")
 	f.StringVar(&cfg.TLSCert, "tls-cert", env("OCE_TLS_CERT", ""), "this member's certificate (PEM; reloaded on change): the API serves TLS with it and members authenticate each other with it (env OCE_TLS_CERT)")
 	f.StringVar(&cfg.TLSKey, "tls-key", env("OCE_TLS_KEY", ""), "the certificate's private key (PEM, 0600) (env OCE_TLS_KEY)")

@@ -19,6 +19,7 @@ func TestFlagDefaultsAndEnv(t *testing.T) {
 		"driver": "", "join": "", "api-socket": "", "local-root": "", "node-id": "", "raft-heartbeat-timeout": "400ms", "raft-leader-lease-timeout": "200ms",
 		"rate-limit-principal": "50", "rate-limit-principal-burst": "200", "rate-limit-failed-auth": "1", "rate-limit-failed-auth-burst": "20",
 		"audit-max-age": "2160h0m0s", "audit-max-records": "100000", "audit-export-dir": "", "http-idle-timeout": "2m0s", "oidc-jwks-refresh": "30s",
+		"kube-qps": "", "kube-burst": "", // empty: OCE_KUBE_QPS / OCE_KUBE_BURST, then the driver's defaults
 	} {
 		require.Equal(t, want, cmd.Flags().Lookup(flag).DefValue, flag)
 	}
@@ -80,5 +81,49 @@ func TestCertsCommand(t *testing.T) {
 		st, err := os.Stat(filepath.Join(dir, name))
 		require.NoError(t, err)
 		require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), name)
+	}
+}
+
+// --kube-qps and --kube-burst reach the kubernetes driver, winning over
+// their variables: a bad one stops the start with the flag named; a good
+// one over a bad variable gets the start past the rate limit (to the image,
+// refused here so nothing is contacted).
+func TestKubeRateFlags(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600))
+	t.Setenv("KUBECONFIG", kc)
+	t.Setenv("OCE_GATEWAY_IMAGE", "Not An Image")
+	t.Setenv("OCE_HARNESS_IMAGE", "localhost/oce/harness:1")
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr string
+	}{
+		{name: "bad flag", args: []string{"--kube-qps", "0"}, wantErr: `--kube-qps="0"`},
+		{name: "bad burst flag over a good variable", args: []string{"--kube-burst", "x"}, env: map[string]string{"OCE_KUBE_BURST": "10"}, wantErr: `--kube-burst="x"`},
+		{name: "bad variable", env: map[string]string{"OCE_KUBE_QPS": "-5"}, wantErr: `OCE_KUBE_QPS="-5"`},
+		{name: "good flag over a bad variable", args: []string{"--kube-qps", "20"}, env: map[string]string{"OCE_KUBE_QPS": "-5"}, wantErr: "OCE_GATEWAY_IMAGE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("OCE_KUBE_QPS", "")
+			t.Setenv("OCE_KUBE_BURST", "")
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			cmd := command()
+			cmd.SetArgs(append([]string{"--driver", "kubernetes", "--data-dir", t.TempDir(), "--insecure",
+				"--raft-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "error"}, tc.args...))
+			err := cmd.Execute()
+			require.ErrorIs(t, err, server.ErrDriverConfig)
+			require.Equal(t, server.CodeNotConfigured, server.StartCode(err))
+			require.ErrorContains(t, err, tc.wantErr)
+		})
 	}
 }

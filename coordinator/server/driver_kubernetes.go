@@ -68,6 +68,23 @@ const (
 	maxKubeBurst     = 100000
 )
 
+// The command-line flags of the client's rate limit (cmd/coordinator); each
+// wins over its variable.
+const (
+	flagKubeQPS   = "--kube-qps"
+	flagKubeBurst = "--kube-burst"
+)
+
+// KubernetesConfig configures the kubernetes driver from the command line;
+// everything else it reads from its environment (DriverEnv).
+type KubernetesConfig struct {
+	// QPS and Burst are the client's rate limit toward the API server as
+	// given (--kube-qps, --kube-burst), validated at start with the flag
+	// named. Empty takes OCE_KUBE_QPS / OCE_KUBE_BURST, then
+	// DefaultKubeQPS / DefaultKubeBurst.
+	QPS, Burst string
+}
+
 // DriverEnv lists every variable the kubernetes driver reads.
 var DriverEnv = []string{envGatewayImage, envHarnessImage, envStorageClass, envCredentialNamespace, envNodeSelector, envGatewayNodeSelector,
 	envProviderOpenAI, envProviderAnthropic, envCoordinatorPods, envModelEgress, envIngressNamespace, envIngressPods,
@@ -89,7 +106,7 @@ func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 			return nil, fmt.Errorf("server: kubernetes driver: no in-cluster config and no kubeconfig: %w", err)
 		}
 	}
-	if rc.QPS, rc.Burst, err = kubeRateFromEnv(os.Getenv); err != nil {
+	if rc.QPS, rc.Burst, err = kubeRate(cfg.Kubernetes, os.Getenv); err != nil {
 		return nil, err
 	}
 	client, err := k8s.NewForConfig(rc)
@@ -222,21 +239,23 @@ func kubernetesConfigFromEnv(getenv func(string) string) (kubernetes.Config, err
 	return cfg, nil
 }
 
-// kubeRateFromEnv reads the client's rate limit: OCE_KUBE_QPS (requests/s,
-// default DefaultKubeQPS) and OCE_KUBE_BURST (default DefaultKubeBurst).
-func kubeRateFromEnv(getenv func(string) string) (qps float32, burst int, err error) {
+// kubeRate reads the client's rate limit: the requests/s from --kube-qps,
+// else OCE_KUBE_QPS, else DefaultKubeQPS; the burst from --kube-burst, else
+// OCE_KUBE_BURST, else DefaultKubeBurst. A bad value is refused naming the
+// flag or variable it came from.
+func kubeRate(flags KubernetesConfig, getenv func(string) string) (qps float32, burst int, err error) {
 	qps, burst = DefaultKubeQPS, DefaultKubeBurst
-	if v := strings.TrimSpace(getenv(envKubeQPS)); v != "" {
+	if v, from := setting(flags.QPS, flagKubeQPS, getenv, envKubeQPS); v != "" {
 		f, perr := strconv.ParseFloat(v, 32)
 		if perr != nil || !(f > 0 && f <= maxKubeQPS) {
-			return 0, 0, fmt.Errorf("%w: %s=%q is not a rate in (0, %d] requests/s", ErrDriverConfig, envKubeQPS, v, maxKubeQPS)
+			return 0, 0, fmt.Errorf("%w: %s=%q is not a rate in (0, %d] requests/s", ErrDriverConfig, from, v, maxKubeQPS)
 		}
 		qps = float32(f)
 	}
-	if v := strings.TrimSpace(getenv(envKubeBurst)); v != "" {
+	if v, from := setting(flags.Burst, flagKubeBurst, getenv, envKubeBurst); v != "" {
 		n, perr := strconv.Atoi(v)
 		if perr != nil || n < 1 || n > maxKubeBurst {
-			return 0, 0, fmt.Errorf("%w: %s=%q is not a burst in [1, %d]", ErrDriverConfig, envKubeBurst, v, maxKubeBurst)
+			return 0, 0, fmt.Errorf("%w: %s=%q is not a burst in [1, %d]", ErrDriverConfig, from, v, maxKubeBurst)
 		}
 		burst = n
 	}
@@ -244,6 +263,15 @@ func kubeRateFromEnv(getenv func(string) string) (qps float32, burst int, err er
 		burst = int(qps + 0.5) // a burst below the rate would throttle the rate itself
 	}
 	return qps, burst, nil
+}
+
+// setting is the flag's value when given, else the variable's, with the
+// name of where it came from; "" when neither is set.
+func setting(flagValue, flag string, getenv func(string) string, variable string) (value, from string) {
+	if v := strings.TrimSpace(flagValue); v != "" {
+		return v, flag
+	}
+	return strings.TrimSpace(getenv(variable)), variable
 }
 
 // parseEgress reads "CIDR:port,…" (an IPv4 or IPv6 block, a TCP port).

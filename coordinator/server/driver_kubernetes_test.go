@@ -88,32 +88,47 @@ func TestKubernetesConfigFromEnv(t *testing.T) {
 	require.ErrorContains(t, err, envIngressNamespace, "Pod labels need the namespace's")
 }
 
-// The client's rate limit: defaults on purpose, settable, bad values
-// refused with the variable named.
-func TestKubeRateFromEnv(t *testing.T) {
+// The client's rate limit: defaults on purpose, settable by flag or
+// variable (the flag wins, each setting on its own), bad values refused
+// with where they came from named.
+func TestKubeRate(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
+		flags      KubernetesConfig
 		env        map[string]string
 		qps        float32
 		burst      int
 		wantErrVar string
 	}{
 		{name: "defaults", qps: DefaultKubeQPS, burst: DefaultKubeBurst},
-		{name: "set", env: map[string]string{envKubeQPS: "200", envKubeBurst: "400"}, qps: 200, burst: 400},
+		{name: "env", env: map[string]string{envKubeQPS: "200", envKubeBurst: "400"}, qps: 200, burst: 400},
+		{name: "flags", flags: KubernetesConfig{QPS: "150", Burst: "300"}, qps: 150, burst: 300},
+		{name: "flags win over env", flags: KubernetesConfig{QPS: "150", Burst: "300"},
+			env: map[string]string{envKubeQPS: "200", envKubeBurst: "400"}, qps: 150, burst: 300},
+		{name: "flag rate, env burst", flags: KubernetesConfig{QPS: "150"}, env: map[string]string{envKubeBurst: "400"}, qps: 150, burst: 400},
+		{name: "env rate, flag burst", flags: KubernetesConfig{Burst: "300"}, env: map[string]string{envKubeQPS: "200"}, qps: 200, burst: 300},
+		{name: "a good flag wins over a bad variable", flags: KubernetesConfig{QPS: "30"}, env: map[string]string{envKubeQPS: "-1"}, qps: 30, burst: DefaultKubeBurst},
+		{name: "blank flag takes the variable", flags: KubernetesConfig{QPS: " "}, env: map[string]string{envKubeQPS: "40"}, qps: 40, burst: DefaultKubeBurst},
 		{name: "fraction", env: map[string]string{envKubeQPS: "2.5"}, qps: 2.5, burst: DefaultKubeBurst},
 		{name: "burst raised to the rate", env: map[string]string{envKubeQPS: "300", envKubeBurst: "10"}, qps: 300, burst: 300},
+		{name: "flag burst raised to the flag rate", flags: KubernetesConfig{QPS: "300", Burst: "10"}, qps: 300, burst: 300},
 		{name: "zero rate", env: map[string]string{envKubeQPS: "0"}, wantErrVar: envKubeQPS},
 		{name: "negative rate", env: map[string]string{envKubeQPS: "-1"}, wantErrVar: envKubeQPS},
 		{name: "NaN", env: map[string]string{envKubeQPS: "NaN"}, wantErrVar: envKubeQPS},
 		{name: "huge rate", env: map[string]string{envKubeQPS: "1e9"}, wantErrVar: envKubeQPS},
 		{name: "word burst", env: map[string]string{envKubeBurst: "many"}, wantErrVar: envKubeBurst},
 		{name: "zero burst", env: map[string]string{envKubeBurst: "0"}, wantErrVar: envKubeBurst},
+		{name: "zero rate flag", flags: KubernetesConfig{QPS: "0"}, wantErrVar: flagKubeQPS},
+		{name: "infinite rate flag", flags: KubernetesConfig{QPS: "Inf"}, wantErrVar: flagKubeQPS},
+		{name: "word rate flag over a good variable", flags: KubernetesConfig{QPS: "fast"}, env: map[string]string{envKubeQPS: "200"}, wantErrVar: flagKubeQPS},
+		{name: "huge burst flag", flags: KubernetesConfig{Burst: "100001"}, wantErrVar: flagKubeBurst},
+		{name: "fractional burst flag", flags: KubernetesConfig{Burst: "1.5"}, wantErrVar: flagKubeBurst},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			qps, burst, err := kubeRateFromEnv(func(k string) string { return tc.env[k] })
+			qps, burst, err := kubeRate(tc.flags, func(k string) string { return tc.env[k] })
 			if tc.wantErrVar != "" {
 				require.ErrorIs(t, err, ErrDriverConfig)
-				require.ErrorContains(t, err, tc.wantErrVar)
+				require.ErrorContains(t, err, tc.wantErrVar+"=")
 				require.Equal(t, CodeNotConfigured, StartCode(err))
 				return
 			}
@@ -124,9 +139,10 @@ func TestKubeRateFromEnv(t *testing.T) {
 	}
 }
 
-// A wrong image variable stops the start before anything is contacted, with
-// the NOT_CONFIGURED code and the variable named.
-func TestKubernetesDriverRefusesWrongImageVariable(t *testing.T) {
+// fakeKubeconfig points KUBECONFIG at an API server nobody serves: a start
+// refused on its configuration never contacts it.
+func fakeKubeconfig(t *testing.T) {
+	t.Helper()
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, os.WriteFile(kc, []byte(`apiVersion: v1
 kind: Config
@@ -136,6 +152,44 @@ contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 `), 0o600))
 	t.Setenv("KUBECONFIG", kc)
+}
+
+// A bad rate limit stops the start before anything is contacted, naming
+// the flag (or variable) it came from; a good flag over a bad variable is
+// no error (the start then fails on the next setting, the image).
+func TestKubernetesDriverRefusesBadRate(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		flags   KubernetesConfig
+		env     map[string]string
+		wantErr string // what the error names
+	}{
+		{name: "flag", flags: KubernetesConfig{QPS: "0"}, wantErr: flagKubeQPS + `="0"`},
+		{name: "flag over a good variable", flags: KubernetesConfig{Burst: "-3"}, env: map[string]string{envKubeBurst: "10"}, wantErr: flagKubeBurst + `="-3"`},
+		{name: "variable", env: map[string]string{envKubeQPS: "fast"}, wantErr: envKubeQPS + `="fast"`},
+		{name: "good flag over a bad variable", flags: KubernetesConfig{QPS: "20"}, env: map[string]string{envKubeQPS: "fast"}, wantErr: envGatewayImage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fakeKubeconfig(t)
+			t.Setenv(envGatewayImage, "Not An Image")
+			t.Setenv(envHarnessImage, "localhost/oce/harness:1")
+			t.Setenv(envKubeQPS, "")
+			t.Setenv(envKubeBurst, "")
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			_, err := newKubernetesDriver(Config{Kubernetes: tc.flags})
+			require.ErrorIs(t, err, ErrDriverConfig)
+			require.Equal(t, CodeNotConfigured, StartCode(err))
+			require.ErrorContains(t, err, tc.wantErr)
+		})
+	}
+}
+
+// A wrong image variable stops the start before anything is contacted, with
+// the NOT_CONFIGURED code and the variable named.
+func TestKubernetesDriverRefusesWrongImageVariable(t *testing.T) {
+	fakeKubeconfig(t)
 	t.Setenv(envGatewayImage, "Not An Image")
 	t.Setenv(envHarnessImage, "localhost/oce/harness:1")
 	_, err := newKubernetesDriver(Config{})

@@ -88,6 +88,8 @@ type Config struct {
 	DriverName string
 	// Local configures the local driver (DriverName "local").
 	Local LocalConfig
+	// Kubernetes configures the kubernetes driver beyond its environment.
+	Kubernetes KubernetesConfig
 	// MemoryDir makes the memory driver keep its runtime records in this
 	// directory, shared by every member naming it: the members of a
 	// multi-process test then observe the same runtimes, as a real

@@ -218,7 +218,9 @@ func stringMap(m map[string]any) bool {
 // with their cached copies: one the caches show needing nothing costs no
 // request; only one that looks drifted (missing, differing, foreign) is
 // read again through the API server, which decides — a cache may lag, and
-// nothing is ever written from a cached read.
+// nothing is ever written from a cached read. A cached Deployment that is
+// exactly oce's rendering from the keys it projects needs no credential
+// read either (liveKeys).
 func (d *Driver) RepairRevision(ctx context.Context, rev state.Revision) ([]compute.Repair, error) {
 	p, err := d.planFor(rev)
 	if err != nil {
@@ -277,11 +279,13 @@ func (d *Driver) RepairRevision(ctx context.Context, rev state.Revision) ([]comp
 }
 
 // repairKeys resolves the revision's credential keys for the Deployments'
-// rendering once per pass. A usable Gateway-namespace cache keeps the keys
-// the Agent's revision last resolved to, so an in-sync check from the
-// caches needs no credential read: the keys follow from the revision alone
-// (its login method and harness; NamespaceSecrets), and any check that
-// finds something to do resolves them afresh before the API server decides.
+// rendering once per pass. It is the second line of an in-sync check from
+// the caches: the first renders from the cached Deployment's own keys
+// (liveKeys), and only when that does not settle it are the keys taken
+// from here. A usable Gateway-namespace cache keeps the keys the Agent's
+// revision last resolved to (the keys follow from the revision alone: its
+// login method and harness; NamespaceSecrets), and any check that finds
+// something to do resolves them afresh before the API server decides.
 type repairKeys struct {
 	d     *Driver
 	rev   state.Revision
@@ -325,6 +329,9 @@ func (k *repairKeys) resolve(ctx context.Context) ([]string, error) {
 func (d *Driver) repairHarness(ctx context.Context, p *plan, k *repairKeys, c *nsCache) (compute.Repair, error) {
 	v := c.deploymentView(p.dp)
 	if v != nil {
+		if cur, ok := v.get(p.n.harness); ok && isRendering(cur, d.harnessDeployment(p, liveKeys(cur, p.n.harnessSecrets)), p.own) {
+			return compute.Repair{}, nil
+		}
 		keys, err := k.get(ctx)
 		if err != nil {
 			return compute.Repair{}, err
@@ -413,13 +420,54 @@ func (d *Driver) gatewaySettled(ctx context.Context, p *plan, k *repairKeys, c *
 		v.exact = node != "" && d.nodeSeen[p.rev.ID] == node
 		d.mu.Unlock()
 	}
+	want := d.gatewayDeployment(p, liveKeys(cur, p.n.harnessSecrets), node, public)
+	carryProbePass(cur, want)
+	if isRendering(cur, want, p.own) {
+		return true, nil
+	}
 	keys, err := k.get(ctx)
 	if err != nil {
 		return false, err
 	}
-	want := d.gatewayDeployment(p, keys, node, public)
+	want = d.gatewayDeployment(p, keys, node, public)
 	carryProbePass(cur, want)
 	return v.settles(want, p.own), nil
+}
+
+// liveKeys are the credential keys dep projects from the Secret named
+// secret into its `secrets` volume, in the items' order (workload.go:
+// projected); none without such a source. They are the keys oce rendered
+// dep from when dep is oce's rendering — see isRendering.
+func liveKeys(dep *appsv1.Deployment, secret string) []string {
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Name != "secrets" || v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if src.Secret == nil || src.Secret.Name != secret {
+				continue
+			}
+			keys := make([]string, 0, len(src.Secret.Items))
+			for _, it := range src.Secret.Items {
+				keys = append(keys, it.Key)
+			}
+			return keys
+		}
+	}
+	return nil
+}
+
+// isRendering reports whether the cached cur is exactly want, rendered
+// from cur's own keys (liveKeys): exactly owned, stamped with want's stamp
+// and in sync with it. Then it needs nothing, whatever the credential's
+// keys are now: with the same keys the API path finds it in sync; with
+// others it finds a stamp from another rendering and leaves it. A hand
+// edit of the keys leaves the stamp differing from want's, so it is not
+// settled here: the resolved keys and the API server decide.
+func isRendering(cur, want *appsv1.Deployment, o owner) bool {
+	stamp(want)
+	return o.owns(cur.Labels, cur.Annotations, false) &&
+		cur.Annotations[AnnotationRenderedHash] == want.Annotations[AnnotationRenderedHash] && inSync(cur, want)
 }
 
 // carryProbePass keeps the model probe's pass time activation rendered

@@ -381,7 +381,7 @@ func cachedAgent(t *testing.T) (*Driver, *fake.Clientset, state.Revision, *plan,
 	addPod(t, cs, p.gw, "gateway-0", p.gatewayWantLabels(), true)
 	require.NoError(t, d.ActivateRevision(ctx, rev))
 	cachesHold(t, d, cs, p.gw, p.dp)
-	rs, err := d.RepairRevision(ctx, rev) // resolves the credential keys once
+	rs, err := d.RepairRevision(ctx, rev) // settled from the caches alone (liveKeys)
 	require.NoError(t, err)
 	require.Empty(t, rs)
 	return d, cs, rev, p, &resolves
@@ -532,7 +532,7 @@ func TestRepairDedicatedFromCache(t *testing.T) {
 	rollGateway(t, cs, p, "gateway-1")
 	require.Eventually(t, func() bool { return d.ActivateRevision(ctx, rev) == nil }, 5*time.Second, 5*time.Millisecond)
 	cachesHold(t, d, cs, p.gw, p.dp)
-	_, err = d.RepairRevision(ctx, rev) // resolves the credential keys once
+	_, err = d.RepairRevision(ctx, rev) // settled from the caches alone (liveKeys)
 	require.NoError(t, err)
 	n := len(cs.Actions())
 	rs, err := d.RepairRevision(ctx, rev)
