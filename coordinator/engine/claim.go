@@ -29,6 +29,13 @@ type claim struct {
 
 	mu     sync.Mutex
 	expiry time.Time // the lease this engine last secured
+
+	// pmu orders the holder's writes and the heartbeat's renewals, so a
+	// renewal never races the write that released the claim (a requeue,
+	// a failure, a completion): released is set once such a write
+	// committed, and the heartbeat then stops without a word.
+	pmu      sync.Mutex
+	released bool
 }
 
 func (e *Engine) newClaim(ctx context.Context, owner string, w state.Work) *claim {
@@ -64,7 +71,13 @@ func (cl *claim) heartbeat(expiry time.Time) {
 			return
 		}
 		next := now.Add(e.cfg.Lease)
+		cl.pmu.Lock()
+		if cl.released {
+			cl.pmu.Unlock()
+			return
+		}
 		_, err := state.Propose(cl.ctx, e.p, state.CmdRenewClaim, state.RenewClaim{ClaimRef: cl.ref, LeaseExpiry: next})
+		cl.pmu.Unlock()
 		switch {
 		case err == nil:
 			expiry = next
@@ -96,7 +109,14 @@ func proposeClaimed[P, R any](cl *claim, cmd state.Cmd[P, R], payload P) (R, err
 		cl.cancel(fmt.Errorf("%w: lease lapsed", errAbandoned))
 		return zero, fmt.Errorf("%w: lease lapsed", errAbandoned)
 	}
+	cl.pmu.Lock()
 	res, err := state.Propose(cl.ctx, cl.e.p, cmd, payload)
+	if err == nil {
+		// Released when the work is no longer this claim's.
+		w, ok := cl.e.p.Machine().Work(cl.ref.WorkID)
+		cl.released = !ok || w.State != state.WorkClaimed || w.Owner != cl.ref.Owner
+	}
+	cl.pmu.Unlock()
 	switch {
 	case err == nil:
 		return res, nil
