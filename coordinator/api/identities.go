@@ -37,6 +37,7 @@ func (s *server) identityRoutes() {
 	s.read("GET /v1/rolebindings", s.listRoleBindings)
 	s.write("POST /v1/rolebindings", s.createRoleBinding)
 	s.write("DELETE /v1/rolebindings/{id}", s.deleteRoleBinding)
+	s.write("PUT /v1/rolebindings/{id}/labels", s.putRoleBindingLabels)
 	s.read("GET /v1/restrictions", s.listRestrictions)
 	s.write("PUT /v1/restrictions/{name}", s.putRestriction)
 	s.write("DELETE /v1/restrictions/{name}", s.deleteRestriction)
@@ -416,7 +417,7 @@ func (s *server) rotateToken(w http.ResponseWriter, r *http.Request) error {
 func (s *server) wireBinding(b state.RoleBinding) wire.RoleBinding {
 	m := s.b.Machine()
 	out := wire.RoleBinding{ID: b.ID, Role: b.Role, Subject: wire.Subject{Kind: b.SubjectKind, Name: b.Subject},
-		CreatedAt: b.CreatedAt, CreatedBy: b.CreatedBy}
+		CreatedAt: b.CreatedAt, CreatedBy: b.CreatedBy, Labels: b.Labels}
 	if ns, ok := m.Namespace(b.NamespaceID); ok {
 		out.Namespace = ns.Name
 	}
@@ -438,9 +439,16 @@ func (s *server) bindingScope(b state.RoleBinding) iam.Resource {
 }
 
 func (s *server) listRoleBindings(w http.ResponseWriter, r *http.Request) error {
+	sel, err := selectorOf(r)
+	if err != nil {
+		return err
+	}
 	var out []state.RoleBinding
 	memo := map[string]bool{}
 	for _, b := range s.b.Machine().RoleBindings() {
+		if !sel.Matches(b.Labels) {
+			continue
+		}
 		if _, ok := memo[b.NamespaceID]; !ok {
 			memo[b.NamespaceID] = s.can(r, iam.ViewRoleBindings, s.bindingScope(b))
 		}
@@ -457,7 +465,11 @@ func (s *server) createRoleBinding(w http.ResponseWriter, r *http.Request) error
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
 	}
-	cmd := state.CreateRoleBinding{ID: newID(), Role: req.Role, SubjectKind: req.Subject.Kind, Subject: req.Subject.Name}
+	if err := validLabels(req.Labels); err != nil {
+		return err
+	}
+	cmd := state.CreateRoleBinding{ID: newID(), Role: req.Role, SubjectKind: req.Subject.Kind, Subject: req.Subject.Name,
+		Labels: req.Labels}
 	scope := iam.ClusterRes()
 	var ns state.Namespace
 	if req.Namespace != "" {
