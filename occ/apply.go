@@ -38,6 +38,9 @@ type write struct {
 	// afterCreate: the write needs the object's own create first (a new
 	// Namespace's quota), so a dry run cannot check it alone.
 	afterCreate bool
+	// labels: the write sets only the object's labels, which no revision
+	// freezes (--deploy does not deploy for it).
+	labels bool
 }
 
 // change is what apply does to one object: its action, the normal forms
@@ -129,8 +132,47 @@ func jsonValue(v any) any {
 }
 
 type namespaceForm struct {
-	Name  string               `json:"name"`
-	Quota *wire.NamespaceQuota `json:"quota,omitempty"`
+	Name   string               `json:"name"`
+	Labels map[string]string    `json:"labels,omitempty"`
+	Quota  *wire.NamespaceQuota `json:"quota,omitempty"`
+}
+
+// normLabels is a label set as compared: none is nil.
+func normLabels(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// sendLabels is what apply sends as an object's labels: always a map, so
+// an empty one clears them.
+func sendLabels(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// labelsWrite appends to c the write that makes o's labels the manifest's
+// when the current ones differ.
+func labelsWrite(c *change, o *object, current map[string]string, set func(ctx context.Context, cl *client.Client, labels map[string]string) error) {
+	if sameJSON(normLabels(current), o.labels) {
+		return
+	}
+	c.writes = append(c.writes, write{labels: true, do: func(ctx context.Context, cl *client.Client) error {
+		return set(ctx, cl, sendLabels(o.labels))
+	}})
+}
+
+// inputsChanged reports whether c writes more than labels.
+func (c *change) inputsChanged() bool {
+	for _, w := range c.writes {
+		if !w.labels {
+			return true
+		}
+	}
+	return false
 }
 
 func quotaOrNil(q *wire.NamespaceQuota) *wire.NamespaceQuota {
@@ -141,28 +183,35 @@ func quotaOrNil(q *wire.NamespaceQuota) *wire.NamespaceQuota {
 }
 
 func (p *planner) namespace(ctx context.Context, o *object, s *namespaceSpec) (*change, error) {
-	c := &change{obj: o, desired: namespaceForm{Name: o.name, Quota: quotaOrNil(s.Quota)}}
+	want := namespaceForm{Name: o.name, Labels: o.labels, Quota: quotaOrNil(s.Quota)}
+	c := &change{obj: o, desired: want}
 	cur, err := p.cl.Namespace(ctx, o.name)
 	switch {
 	case isNotFound(err):
 		c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
-			_, err := cl.CreateNamespace(ctx, o.name)
+			_, err := cl.CreateNamespaceWith(ctx, wire.CreateNamespace{Name: o.name, Labels: o.labels})
 			return err
 		}})
 	case err != nil:
 		return nil, err
 	default:
-		cf := namespaceForm{Name: cur.Name}
+		cf := namespaceForm{Name: cur.Name, Labels: normLabels(cur.Labels)}
 		if s.Quota != nil {
 			cf.Quota = quotaOrNil(cur.Quota)
 		} else {
-			c.desired = cf // the quota is not the manifest's
+			want.Quota = cf.Quota // the quota is not the manifest's
+			c.desired = want
 		}
 		c.current = cf
+		labelsWrite(c, o, cur.Labels, func(ctx context.Context, cl *client.Client, labels map[string]string) error {
+			_, err := cl.SetNamespaceLabels(ctx, o.name, labels)
+			return err
+		})
 	}
-	// A managed quota is set on an existing Namespace (settle drops the
-	// write when it is already so), and on a new one unless it is empty.
-	if s.Quota != nil && (c.current != nil || quotaOrNil(s.Quota) != nil) {
+	// A managed quota is set on an existing Namespace when it differs, and
+	// on a new one unless it is empty.
+	if s.Quota != nil && (c.current != nil && !sameJSON(c.current.(namespaceForm).Quota, want.Quota) ||
+		c.current == nil && quotaOrNil(s.Quota) != nil) {
 		c.writes = append(c.writes, write{afterCreate: c.current == nil, do: func(ctx context.Context, cl *client.Client) error {
 			_, err := cl.SetNamespaceQuota(ctx, o.name, *s.Quota)
 			return err
@@ -206,8 +255,9 @@ func (p *planner) credential(ctx context.Context, o *object, s *credentialSpec) 
 }
 
 type configurationForm struct {
-	Name     string `json:"name"`
-	Document any    `json:"document"`
+	Name     string            `json:"name"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Document any               `json:"document"`
 }
 
 func (p *planner) configuration(ctx context.Context, o *object, s *configurationSpec) (*change, error) {
@@ -215,12 +265,13 @@ func (p *planner) configuration(ctx context.Context, o *object, s *configuration
 	if err := json.Unmarshal(s.Document, &doc); err != nil {
 		return nil, o.errorf(CodeManifestField, "spec.document: %v", err)
 	}
-	c := &change{obj: o, desired: configurationForm{Name: o.name, Document: doc}}
+	c := &change{obj: o, desired: configurationForm{Name: o.name, Labels: o.labels, Document: doc}}
 	cur, err := p.cl.Configuration(ctx, o.namespace, o.name)
 	switch {
 	case isNotFound(err):
 		c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
-			_, err := cl.CreateConfiguration(ctx, o.namespace, o.name, s.Document)
+			_, err := cl.CreateConfigurationWith(ctx, o.namespace, wire.CreateConfiguration{Name: o.name, Document: s.Document,
+				Labels: o.labels})
 			return err
 		}})
 	case err != nil:
@@ -228,11 +279,19 @@ func (p *planner) configuration(ctx context.Context, o *object, s *configuration
 	default:
 		var curDoc any
 		_ = json.Unmarshal(cur.Document, &curDoc)
-		c.current = configurationForm{Name: cur.Name, Document: curDoc}
-		c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
-			_, err := cl.UpdateConfiguration(ctx, o.namespace, o.name, s.Document)
+		c.current = configurationForm{Name: cur.Name, Labels: normLabels(cur.Labels), Document: curDoc}
+		// Only a changed document is written: each write is a new
+		// generation, which the Agents' next deploys pick up.
+		if !sameJSON(curDoc, doc) {
+			c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
+				_, err := cl.UpdateConfiguration(ctx, o.namespace, o.name, s.Document)
+				return err
+			}})
+		}
+		labelsWrite(c, o, cur.Labels, func(ctx context.Context, cl *client.Client, labels map[string]string) error {
+			_, err := cl.SetConfigurationLabels(ctx, o.namespace, o.name, labels)
 			return err
-		}})
+		})
 	}
 	return settle(c), nil
 }
@@ -248,6 +307,7 @@ type agentForm struct {
 	Rollback         *wire.RollbackPolicy `json:"rollback,omitempty"`
 	ServicePrincipal string               `json:"servicePrincipal"`
 	Resources        *wire.AgentResources `json:"resources,omitempty"`
+	Labels           map[string]string    `json:"labels,omitempty"`
 }
 
 // normRollback is a policy as the coordinator reports it: none unless
@@ -284,7 +344,7 @@ func normPlugins(p []string) []string {
 func (p *planner) agent(ctx context.Context, o *object, s *agentSpec) (*change, error) {
 	want := agentForm{Configuration: s.Configuration, ExecutionMode: s.ExecutionMode, HarnessAuth: s.HarnessAuth,
 		ComputeID: s.ComputeID, Plugins: normPlugins(s.Plugins), Rollback: normRollback(s.Rollback),
-		ServicePrincipal: s.ServicePrincipal, Resources: normResources(s.Resources)}
+		ServicePrincipal: s.ServicePrincipal, Resources: normResources(s.Resources), Labels: o.labels}
 	if want.ExecutionMode == "" {
 		want.ExecutionMode = wire.ModeEmbedded
 	}
@@ -302,7 +362,7 @@ func (p *planner) agent(ctx context.Context, o *object, s *agentSpec) (*change, 
 		c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
 			_, err := cl.CreateAgent(ctx, o.namespace, wire.CreateAgent{Name: o.name, Configuration: s.Configuration,
 				ExecutionMode: s.ExecutionMode, HarnessAuth: s.HarnessAuth, ComputeID: s.ComputeID, Plugins: s.Plugins,
-				Rollback: s.Rollback, ServicePrincipal: s.ServicePrincipal, Resources: s.Resources})
+				Rollback: s.Rollback, ServicePrincipal: s.ServicePrincipal, Resources: s.Resources, Labels: o.labels})
 			return err
 		}})
 		return settle(c), nil
@@ -319,7 +379,7 @@ func (p *planner) agent(ctx context.Context, o *object, s *agentSpec) (*change, 
 	}
 	have := agentForm{Configuration: cfgName, ExecutionMode: cur.ExecutionMode, HarnessAuth: cur.HarnessAuth,
 		ComputeID: cur.ComputeID, Plugins: normPlugins(cur.Plugins), Rollback: normRollback(cur.Rollback),
-		ServicePrincipal: cur.ServicePrincipal, Resources: normResources(cur.Resources)}
+		ServicePrincipal: cur.ServicePrincipal, Resources: normResources(cur.Resources), Labels: normLabels(cur.Labels)}
 	c.current, c.desired = have, want
 	if have.ServicePrincipal != want.ServicePrincipal {
 		return nil, o.errorf(CodeManifestUnsupported, "spec.servicePrincipal is %q, the Agent's is %q: an Agent's service principal never changes (recreate the Agent)",
@@ -358,17 +418,30 @@ func (p *planner) agent(ctx context.Context, o *object, s *agentSpec) (*change, 
 			req.Resources = want.Resources
 		}
 	}
-	c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
-		_, err := cl.UpdateAgent(ctx, o.namespace, o.name, req)
+	if !sameJSON(req, wire.UpdateAgent{}) {
+		c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
+			_, err := cl.UpdateAgent(ctx, o.namespace, o.name, req)
+			return err
+		}})
+	}
+	labelsWrite(c, o, cur.Labels, func(ctx context.Context, cl *client.Client, labels map[string]string) error {
+		_, err := cl.SetAgentLabels(ctx, o.namespace, o.name, labels)
 		return err
-	}})
+	})
 	return settle(c), nil
 }
 
 type roleBindingForm struct {
-	Role      string       `json:"role"`
-	Namespace string       `json:"namespace,omitempty"`
-	Subject   wire.Subject `json:"subject"`
+	Role      string            `json:"role"`
+	Namespace string            `json:"namespace,omitempty"`
+	Subject   wire.Subject      `json:"subject"`
+	Labels    map[string]string `json:"labels,omitempty"`
+}
+
+// grants reports whether b grants what f does (labels aside): the same
+// binding.
+func (f roleBindingForm) grants(b wire.RoleBinding) bool {
+	return f.Role == b.Role && f.Namespace == b.Namespace && f.Subject == b.Subject
 }
 
 func (p *planner) roleBinding(ctx context.Context, o *object, s *roleBindingSpec) (*change, error) {
@@ -379,16 +452,23 @@ func (p *planner) roleBinding(ctx context.Context, o *object, s *roleBindingSpec
 		}
 		p.bindings, p.listed = bs, true
 	}
-	want := roleBindingForm{Role: s.Role, Namespace: o.namespace, Subject: s.Subject}
+	want := roleBindingForm{Role: s.Role, Namespace: o.namespace, Subject: s.Subject, Labels: o.labels}
 	c := &change{obj: o, desired: want}
 	for _, b := range p.bindings {
-		if (roleBindingForm{Role: b.Role, Namespace: b.Namespace, Subject: b.Subject}) == want {
-			c.current = want
+		if want.grants(b) {
+			have := want
+			have.Labels = normLabels(b.Labels)
+			c.current = have
+			labelsWrite(c, o, b.Labels, func(ctx context.Context, cl *client.Client, labels map[string]string) error {
+				_, err := cl.SetRoleBindingLabels(ctx, b.ID, labels)
+				return err
+			})
 		}
 	}
 	if c.current == nil {
 		c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
-			_, err := cl.CreateRoleBinding(ctx, wire.CreateRoleBinding{Role: s.Role, Namespace: o.namespace, Subject: s.Subject})
+			_, err := cl.CreateRoleBinding(ctx, wire.CreateRoleBinding{Role: s.Role, Namespace: o.namespace, Subject: s.Subject,
+				Labels: o.labels})
 			return err
 		}})
 		if s.Subject.Kind == wire.PrincipalServicePrincipal {
@@ -561,14 +641,15 @@ func renderForm(v any) string {
 func (a *app) deployApplied(cmd *cobra.Command, cl *client.Client, changes []*change, dryRun, wait bool, timeout time.Duration) error {
 	configured := map[string]bool{}
 	for _, c := range changes {
-		if c.obj.kind == KindConfiguration && c.action != actionUnchanged {
+		if c.obj.kind == KindConfiguration && c.inputsChanged() {
 			configured[c.obj.namespace+"/"+c.obj.name] = true
 		}
 	}
 	out := cmd.OutOrStdout()
 	for _, c := range changes {
 		s, ok := c.obj.spec.(*agentSpec)
-		if !ok || c.action == actionUnchanged && !configured[c.obj.namespace+"/"+s.Configuration] {
+		// A change of labels alone is no input of a revision.
+		if !ok || !c.inputsChanged() && !configured[c.obj.namespace+"/"+s.Configuration] {
 			continue
 		}
 		if dryRun {
