@@ -539,8 +539,10 @@ func (a *app) applyCmd() *cobra.Command {
 	var dryRun string
 	var deploy, wait bool
 	var timeout time.Duration
+	var prune, pruneNamespaces bool
+	var selector string
 	c := &cobra.Command{
-		Use:   "apply -f FILE|DIR [--dry-run=server]",
+		Use:   "apply -f FILE|DIR [--dry-run=server] [--prune -l KEY=VALUE[,…] [--prune-namespaces]]",
 		Short: "Make the coordinator hold what manifests state: Namespaces, credential sources, Configurations, Agents, role bindings",
 		Long: `apply reads YAML (or JSON) manifests — documents of apiVersion oce.dev/v1, kind Namespace, Credential,
 Configuration, Agent or RoleBinding, several to a file separated by ---, from files or directories — and makes
@@ -549,8 +551,17 @@ name: exit 2 naming the file, the document and the line, nothing applied); then 
 update as a dry run (validation, authorization, admission, quota; a refusal: exit 1, nothing applied); then apply
 writes them in dependency order — Namespaces, credential sources, Configurations, Agents, role bindings — printing
 one line per object: created, configured (updated) or unchanged. An object equal to the coordinator's is not
-written, so applying the same manifests again prints only unchanged and changes nothing. apply deletes nothing:
-objects missing from the manifests are left alone. It deploys only with --deploy: then every Agent of the
+written, so applying the same manifests again prints only unchanged and changes nothing. metadata.labels are part
+of the object (a label change is a change; an Agent or Configuration whose labels alone changed is not deployed).
+
+apply deletes nothing unless asked: objects missing from the manifests are left alone. With --prune -l KEY=VALUE[,…]
+it then deletes the Agents, Configurations and role bindings that carry every selected label, in the Namespaces
+the manifests name, and that the manifests no longer state — role bindings, then Agents (waiting up to --timeout
+until they are gone), then Configurations — printing "agent/NS/NAME pruned". A Configuration still used by an
+Agent prune does not delete is kept and reported (exit 1). --prune-namespaces also deletes the labelled Namespaces
+the manifests no longer name (their labelled objects first); one that still holds anything else is kept and
+reported. --prune without -l is refused (exit 2): a prune with no label set would own everything. With
+--dry-run=server prune deletes nothing and prints "… pruned (dry run)". It deploys only with --deploy: then every Agent of the
 manifests that it created or configured, or whose Configuration it configured, is deployed (checked by the
 server when deployed: its inputs are the ones just written), printing "agent/NS/NAME deployed (revision N)";
 --wait follows each revision as occ agent deploy --wait does (exit 3 when one fails).
@@ -561,6 +572,7 @@ after what came before it (apply again once fixed). Credential values are never 
 either registers a source from a location (spec.from, cluster administrators) or states that the source
 exists (occ credential create makes it). The manifest format is in docs/OPERATIONS.md.`,
 		Example: `  occ apply -f team-a/
+  occ apply -f team-a/ --prune -l team=a
   occ apply -f team-a/ --deploy --wait
   occ apply -f agents.yaml --dry-run=server
   occ diff -f team-a/ || occ apply -f team-a/`,
@@ -572,6 +584,19 @@ exists (occ credential create makes it). The manifest format is in docs/OPERATIO
 			if wait && !deploy {
 				return usageError(errors.New("--wait follows the deploys of --deploy: give both"))
 			}
+			switch {
+			case prune:
+				if err := pruneSelector(selector); err != nil {
+					return usageError(err)
+				}
+			case selector != "":
+				return usageError(errors.New("-l selects what --prune deletes: give --prune too"))
+			case pruneNamespaces:
+				return usageError(errors.New("--prune-namespaces widens --prune: give --prune -l too"))
+			}
+			if timeout <= 0 {
+				return usageError(fmt.Errorf("--timeout %s: want a positive duration", timeout))
+			}
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
 			changes, err := a.loadPlan(ctx, files, recursive)
@@ -580,6 +605,12 @@ exists (occ credential create makes it). The manifest format is in docs/OPERATIO
 			}
 			cl := a.client()
 			stderr := cmd.ErrOrStderr()
+			var pp *prunePlan
+			if prune {
+				if pp, err = planPrune(ctx, cl, changes, selector, pruneNamespaces); err != nil {
+					return err
+				}
+			}
 			if errs := validate(ctx, cl, changes); len(errs) > 0 {
 				for _, e := range errs {
 					fmt.Fprintln(stderr, "occ:", e)
@@ -603,6 +634,13 @@ exists (occ credential create makes it). The manifest format is in docs/OPERATIO
 				}
 				fmt.Fprintln(out, c.obj.ref(), c.action)
 			}
+			if pp != nil {
+				r := &pruneRun{a: a, cmd: cmd, cl: cl, changes: changes, plan: pp, dryRun: dryRun != "", timeout: timeout,
+					out: out, errw: stderr, gone: map[string]bool{}}
+				if err := r.run(cmd.Context()); err != nil {
+					return err
+				}
+			}
 			if !deploy {
 				return nil
 			}
@@ -615,7 +653,10 @@ exists (occ credential create makes it). The manifest format is in docs/OPERATIO
 	f.StringVar(&dryRun, "dry-run", "", "server: let the server check every change and print what apply would do, changing nothing")
 	f.BoolVar(&deploy, "deploy", false, "then deploy every Agent of the manifests that apply created or configured, or whose Configuration it configured")
 	f.BoolVar(&wait, "wait", false, "with --deploy: wait until each deployed revision is active or failed")
-	f.DurationVar(&timeout, "timeout", DefaultWaitTimeout, "how long --wait waits for each revision")
+	f.DurationVar(&timeout, "timeout", DefaultWaitTimeout, "how long --wait waits for each revision, and --prune for the pruned Agents to be gone")
+	f.BoolVar(&prune, "prune", false, "then delete the objects that carry every label of -l and that the manifests no longer state")
+	f.StringVarP(&selector, "selector", "l", "", "with --prune: the labels of what the manifests own, KEY=VALUE[,…]")
+	f.BoolVar(&pruneNamespaces, "prune-namespaces", false, "with --prune: delete the labelled Namespaces the manifests no longer name, too")
 	return c
 }
 
