@@ -119,9 +119,14 @@ func (s *server) deleteUser(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func wireSP(sp state.ServicePrincipal) wire.ServicePrincipal {
-	return wire.ServicePrincipal{ID: sp.ID, NamespaceID: sp.NamespaceID, Name: sp.Name, AgentID: sp.AgentID,
+// wireSP converts a principal, naming its owning Agent.
+func (s *server) wireSP(sp state.ServicePrincipal) wire.ServicePrincipal {
+	out := wire.ServicePrincipal{ID: sp.ID, NamespaceID: sp.NamespaceID, Name: sp.Name, AgentID: sp.AgentID,
 		CreatedAt: sp.CreatedAt}
+	if sp.AgentID != "" {
+		out.Agent = s.b.Machine().NamesOf("", sp.AgentID, "", "").Agent
+	}
+	return out
 }
 
 func (s *server) spRes(ns state.Namespace, sp state.ServicePrincipal) iam.Resource {
@@ -143,7 +148,7 @@ func (s *server) listServicePrincipals(w http.ResponseWriter, r *http.Request) e
 			out = append(out, sp)
 		}
 	}
-	writeJSON(w, http.StatusOK, listOf(out, wireSP))
+	writeJSON(w, http.StatusOK, listOf(out, s.wireSP))
 	return nil
 }
 
@@ -167,7 +172,7 @@ func (s *server) createServicePrincipal(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, wireSP(res))
+	writeJSON(w, http.StatusCreated, s.wireSP(res))
 	return nil
 }
 
@@ -187,7 +192,7 @@ func (s *server) deleteServicePrincipal(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wireSP(res))
+	writeJSON(w, http.StatusOK, s.wireSP(res))
 	return nil
 }
 

@@ -71,6 +71,8 @@ type ServicePrincipal struct {
 	Name        string    `json:"name"`
 	AgentID     string    `json:"agentId,omitempty"`
 	CreatedAt   time.Time `json:"createdAt"`
+	// Agent names the Agent that owns the principal (AgentID's name).
+	Agent string `json:"agent,omitempty"`
 }
 
 // CreateServicePrincipal is the body of POST /v1/namespaces/{ns}/serviceprincipals.
