@@ -239,3 +239,39 @@ func TestPruneKeepsANamespaceThatHoldsMore(t *testing.T) {
 	require.Contains(t, r.stderr, "namespace/team-c kept: it still holds configuration mine")
 	require.Contains(t, h.ok("namespace", "list"), "team-c")
 }
+
+// The example directory of docs/OPERATIONS.md prunes as the CI job there
+// runs it: a second run changes nothing; a file removed takes its objects.
+func TestGitopsExamplePrunes(t *testing.T) {
+	h := newHarness(t)
+	h.teamA()
+	src := filepath.Join("..", "docs", "examples", "gitops")
+	entries, err := os.ReadDir(src)
+	require.NoError(t, err)
+	files := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		require.NoError(t, err)
+		files[e.Name()] = string(b)
+	}
+	dir := filepath.Join(h.dir, "teams", "team-a")
+	h.pruneSet(dir, files)
+	const sel = "gitops.oce.dev/set=team-a"
+	out := h.ok("apply", "-f", dir, "--prune", "-l", sel)
+	require.Contains(t, out, "agent/team-a/coder created")
+	require.NotContains(t, out, "pruned")
+	p0, a0 := h.writes()
+	out = h.ok("apply", "-f", dir, "--prune", "-l", sel)
+	require.NotContains(t, out, "pruned")
+	require.NotContains(t, out, "created")
+	require.NotContains(t, out, "configured")
+	p1, a1 := h.writes()
+	require.Equal(t, p0, p1)
+	require.Equal(t, a0, a1)
+
+	h.pruneSet(dir, without(files, "40-rolebindings.yaml"))
+	out = h.ok("apply", "-f", dir, "--prune", "-l", sel)
+	require.Contains(t, out, "rolebinding/team-a/deployer:user:alice pruned\n")
+	require.Contains(t, out, "rolebinding/team-a/viewer:group:oidc:oncall pruned\n")
+	require.Equal(t, 2, strings.Count(out, "pruned"), "%s", out)
+}
