@@ -140,6 +140,19 @@ func TestApplyLabels(t *testing.T) {
 	require.Equal(t, p1+1, p2, "one write: the labels")
 	require.Equal(t, a1+1, a2)
 	require.Contains(t, h.ok("-n", "team-a", "agent", "get", "coder", "-o", "yaml"), "tier: silver")
+
+	// A malformed label is refused by the server's check: nothing is written.
+	bad := strings.Replace(pruneAgentYAML, "tier: gold", `tier: "not a value"`, 1)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "20-coder.yaml"), []byte(bad), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "22-new.yaml"), []byte(strings.Replace(bad, "name: coder", "name: newbie", 1)), 0o600))
+	r = h.run("apply", "-f", dir)
+	require.Equal(t, occ.ExitErr, r.code, "%s%s", r.stdout, r.stderr)
+	require.Contains(t, r.stderr, "agent/team-a/coder")
+	require.Contains(t, r.stderr, "agent/team-a/newbie")
+	require.Contains(t, r.stderr, "INVALID_REQUEST")
+	p3, a3 := h.writes()
+	require.Equal(t, p2, p3, "nothing written")
+	require.Equal(t, a2, a3)
 }
 
 func TestApplyPrune(t *testing.T) {
