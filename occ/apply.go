@@ -38,6 +38,9 @@ type write struct {
 	// afterCreate: the write needs the object's own create first (a new
 	// Namespace's quota), so a dry run cannot check it alone.
 	afterCreate bool
+	// labels: the write sets only the object's labels, which no revision
+	// freezes (--deploy does not deploy for it).
+	labels bool
 }
 
 // change is what apply does to one object: its action, the normal forms
@@ -129,8 +132,47 @@ func jsonValue(v any) any {
 }
 
 type namespaceForm struct {
-	Name  string               `json:"name"`
-	Quota *wire.NamespaceQuota `json:"quota,omitempty"`
+	Name   string               `json:"name"`
+	Labels map[string]string    `json:"labels,omitempty"`
+	Quota  *wire.NamespaceQuota `json:"quota,omitempty"`
+}
+
+// normLabels is a label set as compared: none is nil.
+func normLabels(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// sendLabels is what apply sends as an object's labels: always a map, so
+// an empty one clears them.
+func sendLabels(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// labelsWrite appends to c the write that makes o's labels the manifest's
+// when the current ones differ.
+func labelsWrite(c *change, o *object, current map[string]string, set func(ctx context.Context, cl *client.Client, labels map[string]string) error) {
+	if sameJSON(normLabels(current), o.labels) {
+		return
+	}
+	c.writes = append(c.writes, write{labels: true, do: func(ctx context.Context, cl *client.Client) error {
+		return set(ctx, cl, sendLabels(o.labels))
+	}})
+}
+
+// inputsChanged reports whether c writes more than labels.
+func (c *change) inputsChanged() bool {
+	for _, w := range c.writes {
+		if !w.labels {
+			return true
+		}
+	}
+	return false
 }
 
 func quotaOrNil(q *wire.NamespaceQuota) *wire.NamespaceQuota {
@@ -141,28 +183,35 @@ func quotaOrNil(q *wire.NamespaceQuota) *wire.NamespaceQuota {
 }
 
 func (p *planner) namespace(ctx context.Context, o *object, s *namespaceSpec) (*change, error) {
-	c := &change{obj: o, desired: namespaceForm{Name: o.name, Quota: quotaOrNil(s.Quota)}}
+	want := namespaceForm{Name: o.name, Labels: o.labels, Quota: quotaOrNil(s.Quota)}
+	c := &change{obj: o, desired: want}
 	cur, err := p.cl.Namespace(ctx, o.name)
 	switch {
 	case isNotFound(err):
 		c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
-			_, err := cl.CreateNamespace(ctx, o.name)
+			_, err := cl.CreateNamespaceWith(ctx, wire.CreateNamespace{Name: o.name, Labels: o.labels})
 			return err
 		}})
 	case err != nil:
 		return nil, err
 	default:
-		cf := namespaceForm{Name: cur.Name}
+		cf := namespaceForm{Name: cur.Name, Labels: normLabels(cur.Labels)}
 		if s.Quota != nil {
 			cf.Quota = quotaOrNil(cur.Quota)
 		} else {
-			c.desired = cf // the quota is not the manifest's
+			want.Quota = cf.Quota // the quota is not the manifest's
+			c.desired = want
 		}
 		c.current = cf
+		labelsWrite(c, o, cur.Labels, func(ctx context.Context, cl *client.Client, labels map[string]string) error {
+			_, err := cl.SetNamespaceLabels(ctx, o.name, labels)
+			return err
+		})
 	}
-	// A managed quota is set on an existing Namespace (settle drops the
-	// write when it is already so), and on a new one unless it is empty.
-	if s.Quota != nil && (c.current != nil || quotaOrNil(s.Quota) != nil) {
+	// A managed quota is set on an existing Namespace when it differs, and
+	// on a new one unless it is empty.
+	if s.Quota != nil && (c.current != nil && !sameJSON(c.current.(namespaceForm).Quota, want.Quota) ||
+		c.current == nil && quotaOrNil(s.Quota) != nil) {
 		c.writes = append(c.writes, write{afterCreate: c.current == nil, do: func(ctx context.Context, cl *client.Client) error {
 			_, err := cl.SetNamespaceQuota(ctx, o.name, *s.Quota)
 			return err
@@ -206,8 +255,9 @@ func (p *planner) credential(ctx context.Context, o *object, s *credentialSpec) 
 }
 
 type configurationForm struct {
-	Name     string `json:"name"`
-	Document any    `json:"document"`
+	Name     string            `json:"name"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Document any               `json:"document"`
 }
 
 func (p *planner) configuration(ctx context.Context, o *object, s *configurationSpec) (*change, error) {
@@ -215,12 +265,13 @@ func (p *planner) configuration(ctx context.Context, o *object, s *configuration
 	if err := json.Unmarshal(s.Document, &doc); err != nil {
 		return nil, o.errorf(CodeManifestField, "spec.document: %v", err)
 	}
-	c := &change{obj: o, desired: configurationForm{Name: o.name, Document: doc}}
+	c := &change{obj: o, desired: configurationForm{Name: o.name, Labels: o.labels, Document: doc}}
 	cur, err := p.cl.Configuration(ctx, o.namespace, o.name)
 	switch {
 	case isNotFound(err):
 		c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
-			_, err := cl.CreateConfiguration(ctx, o.namespace, o.name, s.Document)
+			_, err := cl.CreateConfigurationWith(ctx, o.namespace, wire.CreateConfiguration{Name: o.name, Document: s.Document,
+				Labels: o.labels})
 			return err
 		}})
 	case err != nil:
@@ -228,11 +279,19 @@ func (p *planner) configuration(ctx context.Context, o *object, s *configuration
 	default:
 		var curDoc any
 		_ = json.Unmarshal(cur.Document, &curDoc)
-		c.current = configurationForm{Name: cur.Name, Document: curDoc}
-		c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
-			_, err := cl.UpdateConfiguration(ctx, o.namespace, o.name, s.Document)
+		c.current = configurationForm{Name: cur.Name, Labels: normLabels(cur.Labels), Document: curDoc}
+		// Only a changed document is written: each write is a new
+		// generation, which the Agents' next deploys pick up.
+		if !sameJSON(curDoc, doc) {
+			c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
+				_, err := cl.UpdateConfiguration(ctx, o.namespace, o.name, s.Document)
+				return err
+			}})
+		}
+		labelsWrite(c, o, cur.Labels, func(ctx context.Context, cl *client.Client, labels map[string]string) error {
+			_, err := cl.SetConfigurationLabels(ctx, o.namespace, o.name, labels)
 			return err
-		}})
+		})
 	}
 	return settle(c), nil
 }
@@ -248,6 +307,7 @@ type agentForm struct {
 	Rollback         *wire.RollbackPolicy `json:"rollback,omitempty"`
 	ServicePrincipal string               `json:"servicePrincipal"`
 	Resources        *wire.AgentResources `json:"resources,omitempty"`
+	Labels           map[string]string    `json:"labels,omitempty"`
 }
 
 // normRollback is a policy as the coordinator reports it: none unless
@@ -284,7 +344,7 @@ func normPlugins(p []string) []string {
 func (p *planner) agent(ctx context.Context, o *object, s *agentSpec) (*change, error) {
 	want := agentForm{Configuration: s.Configuration, ExecutionMode: s.ExecutionMode, HarnessAuth: s.HarnessAuth,
 		ComputeID: s.ComputeID, Plugins: normPlugins(s.Plugins), Rollback: normRollback(s.Rollback),
-		ServicePrincipal: s.ServicePrincipal, Resources: normResources(s.Resources)}
+		ServicePrincipal: s.ServicePrincipal, Resources: normResources(s.Resources), Labels: o.labels}
 	if want.ExecutionMode == "" {
 		want.ExecutionMode = wire.ModeEmbedded
 	}
@@ -302,7 +362,7 @@ func (p *planner) agent(ctx context.Context, o *object, s *agentSpec) (*change, 
 		c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
 			_, err := cl.CreateAgent(ctx, o.namespace, wire.CreateAgent{Name: o.name, Configuration: s.Configuration,
 				ExecutionMode: s.ExecutionMode, HarnessAuth: s.HarnessAuth, ComputeID: s.ComputeID, Plugins: s.Plugins,
-				Rollback: s.Rollback, ServicePrincipal: s.ServicePrincipal, Resources: s.Resources})
+				Rollback: s.Rollback, ServicePrincipal: s.ServicePrincipal, Resources: s.Resources, Labels: o.labels})
 			return err
 		}})
 		return settle(c), nil
@@ -319,7 +379,7 @@ func (p *planner) agent(ctx context.Context, o *object, s *agentSpec) (*change, 
 	}
 	have := agentForm{Configuration: cfgName, ExecutionMode: cur.ExecutionMode, HarnessAuth: cur.HarnessAuth,
 		ComputeID: cur.ComputeID, Plugins: normPlugins(cur.Plugins), Rollback: normRollback(cur.Rollback),
-		ServicePrincipal: cur.ServicePrincipal, Resources: normResources(cur.Resources)}
+		ServicePrincipal: cur.ServicePrincipal, Resources: normResources(cur.Resources), Labels: normLabels(cur.Labels)}
 	c.current, c.desired = have, want
 	if have.ServicePrincipal != want.ServicePrincipal {
 		return nil, o.errorf(CodeManifestUnsupported, "spec.servicePrincipal is %q, the Agent's is %q: an Agent's service principal never changes (recreate the Agent)",
@@ -358,17 +418,30 @@ func (p *planner) agent(ctx context.Context, o *object, s *agentSpec) (*change, 
 			req.Resources = want.Resources
 		}
 	}
-	c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
-		_, err := cl.UpdateAgent(ctx, o.namespace, o.name, req)
+	if !sameJSON(req, wire.UpdateAgent{}) {
+		c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
+			_, err := cl.UpdateAgent(ctx, o.namespace, o.name, req)
+			return err
+		}})
+	}
+	labelsWrite(c, o, cur.Labels, func(ctx context.Context, cl *client.Client, labels map[string]string) error {
+		_, err := cl.SetAgentLabels(ctx, o.namespace, o.name, labels)
 		return err
-	}})
+	})
 	return settle(c), nil
 }
 
 type roleBindingForm struct {
-	Role      string       `json:"role"`
-	Namespace string       `json:"namespace,omitempty"`
-	Subject   wire.Subject `json:"subject"`
+	Role      string            `json:"role"`
+	Namespace string            `json:"namespace,omitempty"`
+	Subject   wire.Subject      `json:"subject"`
+	Labels    map[string]string `json:"labels,omitempty"`
+}
+
+// grants reports whether b grants what f does (labels aside): the same
+// binding.
+func (f roleBindingForm) grants(b wire.RoleBinding) bool {
+	return f.Role == b.Role && f.Namespace == b.Namespace && f.Subject == b.Subject
 }
 
 func (p *planner) roleBinding(ctx context.Context, o *object, s *roleBindingSpec) (*change, error) {
@@ -379,16 +452,23 @@ func (p *planner) roleBinding(ctx context.Context, o *object, s *roleBindingSpec
 		}
 		p.bindings, p.listed = bs, true
 	}
-	want := roleBindingForm{Role: s.Role, Namespace: o.namespace, Subject: s.Subject}
+	want := roleBindingForm{Role: s.Role, Namespace: o.namespace, Subject: s.Subject, Labels: o.labels}
 	c := &change{obj: o, desired: want}
 	for _, b := range p.bindings {
-		if (roleBindingForm{Role: b.Role, Namespace: b.Namespace, Subject: b.Subject}) == want {
-			c.current = want
+		if want.grants(b) {
+			have := want
+			have.Labels = normLabels(b.Labels)
+			c.current = have
+			labelsWrite(c, o, b.Labels, func(ctx context.Context, cl *client.Client, labels map[string]string) error {
+				_, err := cl.SetRoleBindingLabels(ctx, b.ID, labels)
+				return err
+			})
 		}
 	}
 	if c.current == nil {
 		c.writes = append(c.writes, write{do: func(ctx context.Context, cl *client.Client) error {
-			_, err := cl.CreateRoleBinding(ctx, wire.CreateRoleBinding{Role: s.Role, Namespace: o.namespace, Subject: s.Subject})
+			_, err := cl.CreateRoleBinding(ctx, wire.CreateRoleBinding{Role: s.Role, Namespace: o.namespace, Subject: s.Subject,
+				Labels: o.labels})
 			return err
 		}})
 		if s.Subject.Kind == wire.PrincipalServicePrincipal {
@@ -459,8 +539,10 @@ func (a *app) applyCmd() *cobra.Command {
 	var dryRun string
 	var deploy, wait bool
 	var timeout time.Duration
+	var prune, pruneNamespaces bool
+	var selector string
 	c := &cobra.Command{
-		Use:   "apply -f FILE|DIR [--dry-run=server]",
+		Use:   "apply -f FILE|DIR [--dry-run=server] [--prune -l KEY=VALUE[,…] [--prune-namespaces]]",
 		Short: "Make the coordinator hold what manifests state: Namespaces, credential sources, Configurations, Agents, role bindings",
 		Long: `apply reads YAML (or JSON) manifests — documents of apiVersion oce.dev/v1, kind Namespace, Credential,
 Configuration, Agent or RoleBinding, several to a file separated by ---, from files or directories — and makes
@@ -469,8 +551,17 @@ name: exit 2 naming the file, the document and the line, nothing applied); then 
 update as a dry run (validation, authorization, admission, quota; a refusal: exit 1, nothing applied); then apply
 writes them in dependency order — Namespaces, credential sources, Configurations, Agents, role bindings — printing
 one line per object: created, configured (updated) or unchanged. An object equal to the coordinator's is not
-written, so applying the same manifests again prints only unchanged and changes nothing. apply deletes nothing:
-objects missing from the manifests are left alone. It deploys only with --deploy: then every Agent of the
+written, so applying the same manifests again prints only unchanged and changes nothing. metadata.labels are part
+of the object (a label change is a change; an Agent or Configuration whose labels alone changed is not deployed).
+
+apply deletes nothing unless asked: objects missing from the manifests are left alone. With --prune -l KEY=VALUE[,…]
+it then deletes the Agents, Configurations and role bindings that carry every selected label, in the Namespaces
+the manifests name, and that the manifests no longer state — role bindings, then Agents (waiting up to --timeout
+until they are gone), then Configurations — printing "agent/NS/NAME pruned". A Configuration still used by an
+Agent prune does not delete is kept and reported (exit 1). --prune-namespaces also deletes the labelled Namespaces
+the manifests no longer name (their labelled objects first); one that still holds anything else is kept and
+reported. --prune without -l is refused (exit 2): a prune with no label set would own everything. With
+--dry-run=server prune deletes nothing and prints "… pruned (dry run)". It deploys only with --deploy: then every Agent of the
 manifests that it created or configured, or whose Configuration it configured, is deployed (checked by the
 server when deployed: its inputs are the ones just written), printing "agent/NS/NAME deployed (revision N)";
 --wait follows each revision as occ agent deploy --wait does (exit 3 when one fails).
@@ -481,6 +572,7 @@ after what came before it (apply again once fixed). Credential values are never 
 either registers a source from a location (spec.from, cluster administrators) or states that the source
 exists (occ credential create makes it). The manifest format is in docs/OPERATIONS.md.`,
 		Example: `  occ apply -f team-a/
+  occ apply -f team-a/ --prune -l team=a
   occ apply -f team-a/ --deploy --wait
   occ apply -f agents.yaml --dry-run=server
   occ diff -f team-a/ || occ apply -f team-a/`,
@@ -492,6 +584,19 @@ exists (occ credential create makes it). The manifest format is in docs/OPERATIO
 			if wait && !deploy {
 				return usageError(errors.New("--wait follows the deploys of --deploy: give both"))
 			}
+			switch {
+			case prune:
+				if err := pruneSelector(selector); err != nil {
+					return usageError(err)
+				}
+			case selector != "":
+				return usageError(errors.New("-l selects what --prune deletes: give --prune too"))
+			case pruneNamespaces:
+				return usageError(errors.New("--prune-namespaces widens --prune: give --prune -l too"))
+			}
+			if timeout <= 0 {
+				return usageError(fmt.Errorf("--timeout %s: want a positive duration", timeout))
+			}
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
 			changes, err := a.loadPlan(ctx, files, recursive)
@@ -500,6 +605,12 @@ exists (occ credential create makes it). The manifest format is in docs/OPERATIO
 			}
 			cl := a.client()
 			stderr := cmd.ErrOrStderr()
+			var pp *prunePlan
+			if prune {
+				if pp, err = planPrune(ctx, cl, changes, selector, pruneNamespaces); err != nil {
+					return err
+				}
+			}
 			if errs := validate(ctx, cl, changes); len(errs) > 0 {
 				for _, e := range errs {
 					fmt.Fprintln(stderr, "occ:", e)
@@ -523,6 +634,13 @@ exists (occ credential create makes it). The manifest format is in docs/OPERATIO
 				}
 				fmt.Fprintln(out, c.obj.ref(), c.action)
 			}
+			if pp != nil {
+				r := &pruneRun{a: a, cmd: cmd, cl: cl, changes: changes, plan: pp, dryRun: dryRun != "", timeout: timeout,
+					out: out, errw: stderr, gone: map[string]bool{}}
+				if err := r.run(cmd.Context()); err != nil {
+					return err
+				}
+			}
 			if !deploy {
 				return nil
 			}
@@ -535,7 +653,10 @@ exists (occ credential create makes it). The manifest format is in docs/OPERATIO
 	f.StringVar(&dryRun, "dry-run", "", "server: let the server check every change and print what apply would do, changing nothing")
 	f.BoolVar(&deploy, "deploy", false, "then deploy every Agent of the manifests that apply created or configured, or whose Configuration it configured")
 	f.BoolVar(&wait, "wait", false, "with --deploy: wait until each deployed revision is active or failed")
-	f.DurationVar(&timeout, "timeout", DefaultWaitTimeout, "how long --wait waits for each revision")
+	f.DurationVar(&timeout, "timeout", DefaultWaitTimeout, "how long --wait waits for each revision, and --prune for the pruned Agents to be gone")
+	f.BoolVar(&prune, "prune", false, "then delete the objects that carry every label of -l and that the manifests no longer state")
+	f.StringVarP(&selector, "selector", "l", "", "with --prune: the labels of what the manifests own, KEY=VALUE[,…]")
+	f.BoolVar(&pruneNamespaces, "prune-namespaces", false, "with --prune: delete the labelled Namespaces the manifests no longer name, too")
 	return c
 }
 
@@ -561,14 +682,15 @@ func renderForm(v any) string {
 func (a *app) deployApplied(cmd *cobra.Command, cl *client.Client, changes []*change, dryRun, wait bool, timeout time.Duration) error {
 	configured := map[string]bool{}
 	for _, c := range changes {
-		if c.obj.kind == KindConfiguration && c.action != actionUnchanged {
+		if c.obj.kind == KindConfiguration && c.inputsChanged() {
 			configured[c.obj.namespace+"/"+c.obj.name] = true
 		}
 	}
 	out := cmd.OutOrStdout()
 	for _, c := range changes {
 		s, ok := c.obj.spec.(*agentSpec)
-		if !ok || c.action == actionUnchanged && !configured[c.obj.namespace+"/"+s.Configuration] {
+		// A change of labels alone is no input of a revision.
+		if !ok || !c.inputsChanged() && !configured[c.obj.namespace+"/"+s.Configuration] {
 			continue
 		}
 		if dryRun {

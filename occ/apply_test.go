@@ -218,7 +218,7 @@ func TestApplyRefusesBadManifests(t *testing.T) {
 			[]string{"MANIFEST_MISSING", "spec.document is required"}},
 		{"duplicate", good + "apiVersion: oce.dev/v1\nkind: Namespace\nmetadata: {name: fine}\n",
 			[]string{"MANIFEST_DUPLICATE", "namespace/fine", "the same object as"}},
-		{"labels", good + "apiVersion: oce.dev/v1\nkind: Namespace\nmetadata: {name: x, labels: {team: a}}\n",
+		{"labels on a Credential", good + "apiVersion: oce.dev/v1\nkind: Credential\nmetadata: {name: x, labels: {team: a}}\n",
 			[]string{"MANIFEST_FIELD", "labels"}},
 		{"not a mapping", good + "- just\n- a list\n", []string{"MANIFEST_SYNTAX", "must be a mapping"}},
 	} {

@@ -24,7 +24,7 @@ import (
 //
 //	apiVersion: oce.dev/v1
 //	kind: Namespace | Credential | Configuration | Agent | RoleBinding
-//	metadata: {name: NAME, namespace: NS}
+//	metadata: {name: NAME, namespace: NS, labels: {KEY: VALUE}}
 //	spec: {...}   # the body the API's create and update take
 //
 // decoded strictly: an unknown kind or field is an error naming the file
@@ -151,6 +151,9 @@ type object struct {
 	file                  string
 	doc, line             int
 	spec                  any // *namespaceSpec, *configurationSpec, …
+	// labels are metadata.labels: apply makes them the object's (none
+	// clears them); occ apply --prune selects by them.
+	labels map[string]string
 }
 
 // ref names the object as apply prints it: kind/namespace/name.
@@ -340,10 +343,11 @@ func decodeObject(file string, d document, defaultNS string) (*object, error) {
 		return nil, fail(CodeManifestKind, d.line, fmt.Errorf("kind %q is not one of %s", m.Kind, strings.Join(manifestKinds, ", ")))
 	case m.Metadata.Name == "":
 		return nil, fail(CodeManifestMissing, d.line, errors.New("metadata.name is required"))
-	case len(m.Metadata.Labels) > 0:
-		return nil, fail(CodeManifestField, d.line, errors.New("metadata.labels: the coordinator stores no labels"))
+	case len(m.Metadata.Labels) > 0 && m.Kind == KindCredential:
+		return nil, fail(CodeManifestField, d.line, errors.New("metadata.labels: a Credential carries no labels (Namespaces, Configurations, Agents and role bindings do)"))
 	}
-	o := &object{kind: m.Kind, name: m.Metadata.Name, namespace: m.Metadata.Namespace, file: file, doc: d.index, line: d.line}
+	o := &object{kind: m.Kind, name: m.Metadata.Name, namespace: m.Metadata.Namespace, file: file, doc: d.index, line: d.line,
+		labels: normLabels(m.Metadata.Labels)}
 	if o.kind == KindNamespace {
 		if o.namespace != "" {
 			return nil, o.errorf(CodeManifestInvalid, "a Namespace has no metadata.namespace")

@@ -1,6 +1,7 @@
 package occ_test
 
 import (
+	"context"
 	"encoding/json"
 	"regexp"
 	"testing"
@@ -63,4 +64,31 @@ func TestNamesNotIds(t *testing.T) {
 	wideAudit := h.ok("audit", "--action", wire.AuditActivate, "-o", "wide")
 	require.Regexp(t, `team\s+bot\s+1\n`, wideAudit, "-o wide names the Namespace, Agent and revision")
 	require.NotRegexp(t, hexOrShortID, wideAudit)
+}
+
+// TestWaitNamesNotIds: agent stop|delete --wait and serviceprincipal list
+// name the Agent and the revision (by number), never an id, without -o
+// wide.
+func TestWaitNamesNotIds(t *testing.T) {
+	h := deployed(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go stopEngine(ctx, h.b, "")
+
+	sps := h.ok("-n", "team", "serviceprincipal", "list")
+	require.Regexp(t, `\nbot\s+bot\s+`, sps, "the Agent that owns the principal, by name")
+	require.NotRegexp(t, hexOrShortID, sps)
+	var list []wire.ServicePrincipal
+	require.NoError(t, json.Unmarshal([]byte(h.ok("-n", "team", "serviceprincipal", "list", "-o", "json")), &list))
+	require.Len(t, list, 1)
+	require.Equal(t, "bot", list[0].Agent)
+	require.NotEmpty(t, list[0].AgentID, "the id stays")
+	require.Contains(t, h.ok("-n", "team", "serviceprincipal", "list", "-o", "wide"), list[0].AgentID, "-o wide adds it")
+
+	for _, args := range [][]string{{"agent", "stop", "bot", "--wait"}, {"agent", "delete", "bot", "--wait"}} {
+		r := h.run(append([]string{"-n", "team"}, args...)...)
+		require.Equal(t, 0, r.code, "%v: %s%s", args, r.stdout, r.stderr)
+		require.NotRegexp(t, hexOrShortID, r.stdout, "%v", args)
+		require.NotRegexp(t, hexOrShortID, r.stderr, "%v", args)
+	}
 }

@@ -65,9 +65,14 @@ func (a *app) servicePrincipalCmd() *cobra.Command {
 }
 
 func spTable(sps []wire.ServicePrincipal) table {
-	t := table{header: []string{"NAME", "AGENT", "CREATED"}}
+	t := table{header: []string{"NAME", "AGENT", "CREATED", "AGENT ID"}, wide: wideCols(3)}
 	for _, sp := range sps {
-		t.rows = append(t.rows, []string{sp.Name, short(sp.AgentID), ts(sp.CreatedAt)})
+		// The Agent by name; a short id only from a coordinator that sends no name.
+		agent := sp.Agent
+		if agent == "" && sp.AgentID != "" {
+			agent = short(sp.AgentID)
+		}
+		t.rows = append(t.rows, []string{sp.Name, dash(agent), ts(sp.CreatedAt), dash(sp.AgentID)})
 	}
 	return t
 }

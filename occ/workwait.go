@@ -83,7 +83,7 @@ func (a *app) waitWork(ctx context.Context, cmd *cobra.Command, cl *client.Clien
 			}
 			if ag.ActiveRevisionID != "" {
 				return true, &ExitError{Code: ExitFailed, Err: fmt.Errorf("%w: the stop of agent %s completed, but a later deploy "+
-					"activated revision %s", ErrWorkFailed, agent, short(ag.ActiveRevisionID))}
+					"activated revision %s", ErrWorkFailed, agent, revNumber(ag.ActiveRevision, ag.ActiveRevisionID))}
 			}
 			state := wire.AgentStopped
 			if ag.Status != nil {

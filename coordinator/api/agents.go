@@ -9,6 +9,10 @@ import (
 )
 
 func (s *server) listAgents(w http.ResponseWriter, r *http.Request) error {
+	sel, err := selectorOf(r)
+	if err != nil {
+		return err
+	}
 	ns, err := s.namespace(r)
 	if err != nil {
 		return err
@@ -16,7 +20,7 @@ func (s *server) listAgents(w http.ResponseWriter, r *http.Request) error {
 	var out []state.Agent
 	visible := s.agentVisibility(r)
 	for _, a := range s.b.Machine().Agents(ns.ID) {
-		if visible(a.ID) {
+		if sel.Matches(a.Labels) && visible(a.ID) {
 			out = append(out, a)
 		}
 	}
@@ -52,6 +56,9 @@ func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err := validName("agent", req.Name); err != nil {
+		return err
+	}
+	if err := validLabels(req.Labels); err != nil {
 		return err
 	}
 	if req.ExecutionMode == "" {
@@ -114,7 +121,7 @@ func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	return commit(s, w, r, http.StatusCreated, answerCreateAgent, state.CreateAgent{ID: newID(), NamespaceID: ns.ID,
 		Name: req.Name, ExecutionMode: req.ExecutionMode, ConfigurationID: cfg.ID,
 		HarnessAuth: stateHarnessAuth(req.HarnessAuth), ComputeID: req.ComputeID, Plugins: req.Plugins, Rollback: rollback,
-		ServicePrincipalID: spID, OwnServicePrincipal: own, Resources: stateResources(req.Resources)})
+		ServicePrincipalID: spID, OwnServicePrincipal: own, Resources: stateResources(req.Resources), Labels: req.Labels})
 }
 
 func (s *server) updateAgent(w http.ResponseWriter, r *http.Request) error {

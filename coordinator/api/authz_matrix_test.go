@@ -99,8 +99,9 @@ func matrixRows() map[string]matrixRow {
 		"POST /v1/namespaces":     {path: "/v1/namespaces", body: obj(`{"name":"fresh"}`), allowed: ca, ok: 201},
 		"GET /v1/namespaces/{ns}": {path: ns, allowed: teamReaders, ok: 200},
 		// team holds Agents: a cluster admin may ask, and is refused with 409.
-		"DELETE /v1/namespaces/{ns}":    {path: ns, allowed: ca, ok: 409},
-		"PUT /v1/namespaces/{ns}/quota": {path: ns + "/quota", body: obj(`{"agents":5,"cpu":"16"}`), allowed: ca, ok: 200},
+		"DELETE /v1/namespaces/{ns}":     {path: ns, allowed: ca, ok: 409},
+		"PUT /v1/namespaces/{ns}/quota":  {path: ns + "/quota", body: obj(`{"agents":5,"cpu":"16"}`), allowed: ca, ok: 200},
+		"PUT /v1/namespaces/{ns}/labels": {path: ns + "/labels", body: obj(`{"labels":{"team":"a"}}`), allowed: ca, ok: 200},
 
 		"GET /v1/namespaces/{ns}/configurations": {path: ns + "/configurations", allowed: teamReaders, ok: 200},
 		"POST /v1/namespaces/{ns}/configurations": {path: ns + "/configurations", allowed: ca, ok: 201,
@@ -110,6 +111,8 @@ func matrixRows() map[string]matrixRow {
 			body: func(*matrixFixture) any { return map[string]any{"document": doc} }},
 		// bot uses cfg: allowed callers are refused with 409.
 		"DELETE /v1/namespaces/{ns}/configurations/{cfg}": {path: ns + "/configurations/cfg", allowed: ca, ok: 409},
+		"PUT /v1/namespaces/{ns}/configurations/{cfg}/labels": {path: ns + "/configurations/cfg/labels", allowed: ca, ok: 200,
+			body: obj(`{"labels":{"team":"a"}}`)},
 
 		"GET /v1/namespaces/{ns}/agents": {path: ns + "/agents", allowed: teamReaders, ok: 200},
 		"POST /v1/namespaces/{ns}/agents": {path: ns + "/agents", allowed: ca, ok: 201,
@@ -117,6 +120,8 @@ func matrixRows() map[string]matrixRow {
 		"GET /v1/namespaces/{ns}/agents/{agent}":    {path: agent, allowed: teamReaders, ok: 200},
 		"PATCH /v1/namespaces/{ns}/agents/{agent}":  {path: agent, body: obj(`{"plugins":["p1"]}`), allowed: ca, ok: 200},
 		"DELETE /v1/namespaces/{ns}/agents/{agent}": {path: agent, allowed: ca, ok: 202},
+		"PUT /v1/namespaces/{ns}/agents/{agent}/labels": {path: agent + "/labels", body: obj(`{"labels":{"team":"a"}}`),
+			allowed: ca, ok: 200},
 		"POST /v1/namespaces/{ns}/agents/{agent}/deploy": {path: agent + "/deploy", allowed: []string{deployer, clusterAdmin},
 			ok: 202},
 		"POST /v1/namespaces/{ns}/agents/{agent}/stop": {path: agent + "/stop", allowed: []string{deployer, clusterAdmin},
@@ -239,6 +244,8 @@ func matrixRows() map[string]matrixRow {
 		// it; another namespace's admin does not see it at all.
 		"DELETE /v1/rolebindings/{id}": {path: "/v1/rolebindings/" + seedBindingID, allowed: ca, ok: 200,
 			except: map[string]int{otherAdmin: 404, metrics: 404}},
+		"PUT /v1/rolebindings/{id}/labels": {path: "/v1/rolebindings/" + seedBindingID + "/labels", allowed: ca, ok: 200,
+			body: obj(`{"labels":{"team":"a"}}`), except: map[string]int{otherAdmin: 404, metrics: 404}},
 		"GET /v1/restrictions":           {path: "/v1/restrictions", allowed: ca, ok: 200},
 		"PUT /v1/restrictions/{name}":    {path: "/v1/restrictions/new", body: obj(`{"policy":"forbid (principal, action == Action::\"StopAgent\", resource);"}`), allowed: ca, ok: 201},
 		"DELETE /v1/restrictions/{name}": {path: "/v1/restrictions/existing", allowed: ca, ok: 200},

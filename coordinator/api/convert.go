@@ -17,7 +17,7 @@ import (
 // round-trip test (convert_test.go), never a silent contract change.
 
 func wireNamespace(n state.Namespace) wire.Namespace {
-	out := wire.Namespace{ID: n.ID, Name: n.Name, CreatedAt: n.CreatedAt}
+	out := wire.Namespace{ID: n.ID, Name: n.Name, CreatedAt: n.CreatedAt, Labels: n.Labels}
 	if q := n.Quota; q != nil {
 		out.Quota = &wire.NamespaceQuota{Agents: q.Agents, CPU: q.CPU, Memory: q.Memory, Storage: q.Storage}
 	}
@@ -59,7 +59,7 @@ func stateResources(r *wire.AgentResources) *state.AgentResources {
 
 func wireConfiguration(c state.Configuration) wire.Configuration {
 	return wire.Configuration{ID: c.ID, NamespaceID: c.NamespaceID, Name: c.Name, Generation: c.Generation,
-		Document: c.Document, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+		Document: c.Document, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, Labels: c.Labels}
 }
 
 func wireHarnessAuth(a *state.HarnessAuth) *wire.HarnessAuth {
@@ -82,7 +82,7 @@ func wireAgent(a state.Agent, spName string) wire.Agent {
 		ConfigurationID: a.ConfigurationID, HarnessAuth: wireHarnessAuth(a.HarnessAuth), ComputeID: a.ComputeID,
 		Plugins: a.Plugins, ActiveRevisionID: a.ActiveRevisionID, RevisionCount: a.RevisionCount,
 		Deleting: a.Deleting, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, ServicePrincipal: spName,
-		Resources: wireResources(a.Resources)}
+		Resources: wireResources(a.Resources), Labels: a.Labels}
 }
 
 // wireAgentOf converts an Agent naming its ServicePrincipal, Namespace,

@@ -32,16 +32,20 @@ const (
 // effect is their proposals (a credential source's value write is skipped,
 // see putValues). Deletions and stops act outside the log and refuse it.
 var dryRunRoutes = map[string]bool{
-	"POST /v1/namespaces":                                true,
-	"PUT /v1/namespaces/{ns}/quota":                      true,
-	"POST /v1/namespaces/{ns}/configurations":            true,
-	"PUT /v1/namespaces/{ns}/configurations/{cfg}":       true,
-	"POST /v1/namespaces/{ns}/agents":                    true,
-	"PATCH /v1/namespaces/{ns}/agents/{agent}":           true,
-	"POST /v1/namespaces/{ns}/agents/{agent}/deploy":     true,
-	"POST /v1/namespaces/{ns}/credentials":               true,
-	"POST /v1/namespaces/{ns}/credentials/{cred}/rotate": true,
-	"POST /v1/rolebindings":                              true,
+	"POST /v1/namespaces":                                 true,
+	"PUT /v1/namespaces/{ns}/quota":                       true,
+	"POST /v1/namespaces/{ns}/configurations":             true,
+	"PUT /v1/namespaces/{ns}/configurations/{cfg}":        true,
+	"POST /v1/namespaces/{ns}/agents":                     true,
+	"PATCH /v1/namespaces/{ns}/agents/{agent}":            true,
+	"POST /v1/namespaces/{ns}/agents/{agent}/deploy":      true,
+	"POST /v1/namespaces/{ns}/credentials":                true,
+	"POST /v1/namespaces/{ns}/credentials/{cred}/rotate":  true,
+	"POST /v1/rolebindings":                               true,
+	"PUT /v1/namespaces/{ns}/labels":                      true,
+	"PUT /v1/namespaces/{ns}/configurations/{cfg}/labels": true,
+	"PUT /v1/namespaces/{ns}/agents/{agent}/labels":       true,
+	"PUT /v1/rolebindings/{id}/labels":                    true,
 }
 
 type dryRunKey struct{}

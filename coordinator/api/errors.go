@@ -101,6 +101,8 @@ func toError(err error) *Error {
 		}
 	}
 	switch {
+	case errors.Is(err, state.ErrLabels):
+		return invalidLabels(err)
 	case errors.Is(err, state.ErrNotFound):
 		return notFound("%v", err)
 	case errors.Is(err, state.ErrInvalid):

@@ -202,7 +202,8 @@ var (
 // replays finds the answers above by command name, for recorded results.
 var replays = replayTable(answerCreateNamespace, answerDeleteNamespace, answerSetNamespaceQuota, answerPutConfiguration,
 	answerDeleteConfiguration, answerCreateAgent, answerUpdateAgent, answerAdmitRevision, answerRequestStop,
-	answerRequestDelete, answerCreateCredential, answerRotateCredential, answerWithdrawCredential)
+	answerRequestDelete, answerCreateCredential, answerRotateCredential, answerWithdrawCredential,
+	answerSetNamespaceLabels, answerSetConfigurationLabels, answerSetAgentLabels)
 
 func replayTable(answers ...replayer) map[string]replayer {
 	out := make(map[string]replayer, len(answers))

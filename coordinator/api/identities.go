@@ -37,6 +37,7 @@ func (s *server) identityRoutes() {
 	s.read("GET /v1/rolebindings", s.listRoleBindings)
 	s.write("POST /v1/rolebindings", s.createRoleBinding)
 	s.write("DELETE /v1/rolebindings/{id}", s.deleteRoleBinding)
+	s.write("PUT /v1/rolebindings/{id}/labels", s.putRoleBindingLabels)
 	s.read("GET /v1/restrictions", s.listRestrictions)
 	s.write("PUT /v1/restrictions/{name}", s.putRestriction)
 	s.write("DELETE /v1/restrictions/{name}", s.deleteRestriction)
@@ -118,9 +119,14 @@ func (s *server) deleteUser(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func wireSP(sp state.ServicePrincipal) wire.ServicePrincipal {
-	return wire.ServicePrincipal{ID: sp.ID, NamespaceID: sp.NamespaceID, Name: sp.Name, AgentID: sp.AgentID,
+// wireSP converts a principal, naming its owning Agent.
+func (s *server) wireSP(sp state.ServicePrincipal) wire.ServicePrincipal {
+	out := wire.ServicePrincipal{ID: sp.ID, NamespaceID: sp.NamespaceID, Name: sp.Name, AgentID: sp.AgentID,
 		CreatedAt: sp.CreatedAt}
+	if sp.AgentID != "" {
+		out.Agent = s.b.Machine().NamesOf("", sp.AgentID, "", "").Agent
+	}
+	return out
 }
 
 func (s *server) spRes(ns state.Namespace, sp state.ServicePrincipal) iam.Resource {
@@ -142,7 +148,7 @@ func (s *server) listServicePrincipals(w http.ResponseWriter, r *http.Request) e
 			out = append(out, sp)
 		}
 	}
-	writeJSON(w, http.StatusOK, listOf(out, wireSP))
+	writeJSON(w, http.StatusOK, listOf(out, s.wireSP))
 	return nil
 }
 
@@ -166,7 +172,7 @@ func (s *server) createServicePrincipal(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, wireSP(res))
+	writeJSON(w, http.StatusCreated, s.wireSP(res))
 	return nil
 }
 
@@ -186,7 +192,7 @@ func (s *server) deleteServicePrincipal(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wireSP(res))
+	writeJSON(w, http.StatusOK, s.wireSP(res))
 	return nil
 }
 
@@ -416,7 +422,7 @@ func (s *server) rotateToken(w http.ResponseWriter, r *http.Request) error {
 func (s *server) wireBinding(b state.RoleBinding) wire.RoleBinding {
 	m := s.b.Machine()
 	out := wire.RoleBinding{ID: b.ID, Role: b.Role, Subject: wire.Subject{Kind: b.SubjectKind, Name: b.Subject},
-		CreatedAt: b.CreatedAt, CreatedBy: b.CreatedBy}
+		CreatedAt: b.CreatedAt, CreatedBy: b.CreatedBy, Labels: b.Labels}
 	if ns, ok := m.Namespace(b.NamespaceID); ok {
 		out.Namespace = ns.Name
 	}
@@ -438,9 +444,16 @@ func (s *server) bindingScope(b state.RoleBinding) iam.Resource {
 }
 
 func (s *server) listRoleBindings(w http.ResponseWriter, r *http.Request) error {
+	sel, err := selectorOf(r)
+	if err != nil {
+		return err
+	}
 	var out []state.RoleBinding
 	memo := map[string]bool{}
 	for _, b := range s.b.Machine().RoleBindings() {
+		if !sel.Matches(b.Labels) {
+			continue
+		}
 		if _, ok := memo[b.NamespaceID]; !ok {
 			memo[b.NamespaceID] = s.can(r, iam.ViewRoleBindings, s.bindingScope(b))
 		}
@@ -457,7 +470,11 @@ func (s *server) createRoleBinding(w http.ResponseWriter, r *http.Request) error
 	if err := s.decodeBody(w, r, &req); err != nil {
 		return err
 	}
-	cmd := state.CreateRoleBinding{ID: newID(), Role: req.Role, SubjectKind: req.Subject.Kind, Subject: req.Subject.Name}
+	if err := validLabels(req.Labels); err != nil {
+		return err
+	}
+	cmd := state.CreateRoleBinding{ID: newID(), Role: req.Role, SubjectKind: req.Subject.Kind, Subject: req.Subject.Name,
+		Labels: req.Labels}
 	scope := iam.ClusterRes()
 	var ns state.Namespace
 	if req.Namespace != "" {

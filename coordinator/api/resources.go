@@ -44,9 +44,13 @@ func propose[P, R any](s *server, r *http.Request, cmd state.Cmd[P, R], payload 
 
 // listNamespaces lists the Namespaces the caller may view.
 func (s *server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
+	sel, err := selectorOf(r)
+	if err != nil {
+		return err
+	}
 	var out []state.Namespace
 	for _, ns := range s.b.Machine().Namespaces() {
-		if s.can(r, iam.ViewNamespace, iam.NamespaceRes(ns.Name)) {
+		if sel.Matches(ns.Labels) && s.can(r, iam.ViewNamespace, iam.NamespaceRes(ns.Name)) {
 			out = append(out, ns)
 		}
 	}
@@ -73,10 +77,14 @@ func (s *server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err := validName("namespace", req.Name); err != nil {
 		return err
 	}
+	if err := validLabels(req.Labels); err != nil {
+		return err
+	}
 	if err := s.allow(r, iam.CreateNamespace, iam.NamespaceRes(req.Name), ""); err != nil {
 		return err
 	}
-	return commit(s, w, r, http.StatusCreated, answerCreateNamespace, state.CreateNamespace{ID: newID(), Name: req.Name})
+	return commit(s, w, r, http.StatusCreated, answerCreateNamespace, state.CreateNamespace{ID: newID(), Name: req.Name,
+		Labels: req.Labels})
 }
 
 // setQuota sets or (all zero) removes a Namespace's quota: the platform's
@@ -103,13 +111,17 @@ func (s *server) setQuota(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) listConfigurations(w http.ResponseWriter, r *http.Request) error {
+	sel, err := selectorOf(r)
+	if err != nil {
+		return err
+	}
 	ns, err := s.namespace(r)
 	if err != nil {
 		return err
 	}
 	var out []state.Configuration
 	for _, c := range s.b.Machine().Configurations(ns.ID) {
-		if s.can(r, iam.ViewConfiguration, cfgRes(ns, c.Name)) {
+		if sel.Matches(c.Labels) && s.can(r, iam.ViewConfiguration, cfgRes(ns, c.Name)) {
 			out = append(out, c)
 		}
 	}
@@ -152,6 +164,9 @@ func (s *server) createConfiguration(w http.ResponseWriter, r *http.Request) err
 	if err := validName("configuration", req.Name); err != nil {
 		return err
 	}
+	if err := validLabels(req.Labels); err != nil {
+		return err
+	}
 	if err := s.allow(r, iam.CreateConfiguration, cfgRes(ns, req.Name), ns.ID); err != nil {
 		return err
 	}
@@ -164,7 +179,7 @@ func (s *server) createConfiguration(w http.ResponseWriter, r *http.Request) err
 		}
 	}
 	return commit(s, w, r, http.StatusCreated, answerPutConfiguration, state.PutConfiguration{ID: newID(),
-		NamespaceID: ns.ID, Name: req.Name, Document: req.Document})
+		NamespaceID: ns.ID, Name: req.Name, Document: req.Document, Labels: req.Labels})
 }
 
 func (s *server) updateConfiguration(w http.ResponseWriter, r *http.Request) error {

@@ -38,7 +38,10 @@ func applyCreateNamespace(d *data, c Command, p CreateNamespace) (Namespace, err
 	if _, ok := d.nsByName[p.Name]; ok {
 		return Namespace{}, fmt.Errorf("%w: namespace name %q is taken", ErrConflict, p.Name)
 	}
-	ns := Namespace{ID: p.ID, Name: p.Name, CreatedAt: c.Time}
+	if err := ValidateLabels(p.Labels); err != nil {
+		return Namespace{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	ns := Namespace{ID: p.ID, Name: p.Name, CreatedAt: c.Time, Labels: cloneLabels(p.Labels)}
 	d.putNamespace(ns)
 	d.audit3(c, AuditNamespaceCreate, NamespaceResource(ns.Name), ns.ID, "", nil)
 	return ns, nil
@@ -146,6 +149,9 @@ func applyPutConfiguration(d *data, c Command, p PutConfiguration) (Configuratio
 	if err != nil {
 		return Configuration{}, err
 	}
+	if err := ValidateLabels(p.Labels); err != nil {
+		return Configuration{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	if _, ok := d.namespaces[p.NamespaceID]; !ok {
 		return Configuration{}, fmt.Errorf("%w: namespace %q", ErrNotFound, p.NamespaceID)
 	}
@@ -157,11 +163,12 @@ func applyPutConfiguration(d *data, c Command, p PutConfiguration) (Configuratio
 		return Configuration{}, fmt.Errorf("%w: configuration name %q is taken", ErrConflict, p.Name)
 	}
 	cf := Configuration{ID: p.ID, NamespaceID: p.NamespaceID, Name: p.Name, Generation: 1,
-		Document: doc, CreatedAt: c.Time, UpdatedAt: c.Time}
+		Document: doc, CreatedAt: c.Time, UpdatedAt: c.Time, Labels: cloneLabels(p.Labels)}
 	action := AuditConfigurationCreate
 	if exists {
 		cf.Generation = prev.Generation + 1
 		cf.CreatedAt = prev.CreatedAt
+		cf.Labels = prev.Labels
 		action = AuditConfigurationUpdate
 	}
 	d.putConfiguration(cf)
@@ -196,10 +203,14 @@ func applyCreateAgent(d *data, c Command, p CreateAgent) (Agent, error) {
 	if err := validPolicy(p.Rollback); err != nil {
 		return Agent{}, err
 	}
+	if err := ValidateLabels(p.Labels); err != nil {
+		return Agent{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	d.act.setPolicy(p.ID, p.Rollback)
 	a := Agent{ID: p.ID, NamespaceID: p.NamespaceID, Name: p.Name, ExecutionMode: mode,
 		ConfigurationID: p.ConfigurationID, HarnessAuth: cloneAuth(p.HarnessAuth), ComputeID: p.ComputeID,
-		Plugins: cloneStrings(p.Plugins), Resources: cloneResources(p.Resources), CreatedAt: c.Time, UpdatedAt: c.Time}
+		Plugins: cloneStrings(p.Plugins), Resources: cloneResources(p.Resources), CreatedAt: c.Time, UpdatedAt: c.Time,
+		Labels: cloneLabels(p.Labels)}
 	if err := d.agentServicePrincipal(c, p, &a); err != nil {
 		return Agent{}, err
 	}

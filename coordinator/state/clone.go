@@ -31,10 +31,12 @@ func cloneAuth(h *HarnessAuth) *HarnessAuth {
 
 func cloneConfiguration(c Configuration) Configuration {
 	c.Document = cloneRaw(c.Document)
+	c.Labels = cloneLabels(c.Labels)
 	return c
 }
 
 func cloneAgent(a Agent) Agent {
+	a.Labels = cloneLabels(a.Labels)
 	a.HarnessAuth = cloneAuth(a.HarnessAuth)
 	a.Plugins = cloneStrings(a.Plugins)
 	a.Resources = cloneResources(a.Resources)
@@ -59,6 +61,7 @@ func cloneResources(r *AgentResources) *AgentResources {
 }
 
 func cloneNamespace(ns Namespace) Namespace {
+	ns.Labels = cloneLabels(ns.Labels)
 	if ns.Quota.Empty() {
 		ns.Quota = nil
 	} else {

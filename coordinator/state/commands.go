@@ -22,17 +22,21 @@ type Command struct {
 
 // CreateNamespace creates a Namespace. ID is minted by the leader.
 type CreateNamespace struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
+	ID     string            `json:"id"`
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // PutConfiguration creates a Configuration (ID new) or replaces its document
-// (ID existing); Apply increments the generation.
+// (ID existing); Apply increments the generation. Labels are a new
+// Configuration's; a replacement keeps the stored ones (SetLabels changes
+// them).
 type PutConfiguration struct {
-	ID          string          `json:"id"`
-	NamespaceID string          `json:"namespaceId"`
-	Name        string          `json:"name"`
-	Document    json.RawMessage `json:"document"`
+	ID          string            `json:"id"`
+	NamespaceID string            `json:"namespaceId"`
+	Name        string            `json:"name"`
+	Document    json.RawMessage   `json:"document"`
+	Labels      map[string]string `json:"labels,omitempty"`
 }
 
 // DeleteNamespace removes an empty Namespace: Apply refuses (ErrConflict)
@@ -67,6 +71,8 @@ type CreateAgent struct {
 	// under this ID, named like the Agent and owned by it.
 	ServicePrincipalID  string `json:"servicePrincipalId,omitempty"`
 	OwnServicePrincipal bool   `json:"ownServicePrincipal,omitempty"`
+	// Labels are the Agent's labels.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // UpdateAgent changes the fields that are set; an omitted ExecutionMode

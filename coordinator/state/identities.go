@@ -83,6 +83,8 @@ type RoleBinding struct {
 	Subject     string    `json:"subject"`
 	CreatedAt   time.Time `json:"createdAt"`
 	CreatedBy   string    `json:"createdBy,omitempty"`
+	// Labels are the binding's labels (labels.go).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Restriction is an operator's Cedar policy text of forbid policies; the API
@@ -145,6 +147,8 @@ type CreateRoleBinding struct {
 	NamespaceID string `json:"namespaceId,omitempty"`
 	SubjectKind string `json:"subjectKind"`
 	Subject     string `json:"subject"`
+	// Labels are the new binding's labels.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // DeleteRoleBinding removes a role binding.
@@ -517,6 +521,9 @@ func applyCreateRoleBinding(d *data, c Command, p CreateRoleBinding) (RoleBindin
 	if p.ID == "" || !roles[p.Role] {
 		return RoleBinding{}, fmt.Errorf("%w: id and a built-in role are required", ErrInvalid)
 	}
+	if err := ValidateLabels(p.Labels); err != nil {
+		return RoleBinding{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	if clusterRoles[p.Role] != (p.NamespaceID == "") {
 		return RoleBinding{}, fmt.Errorf("%w: cluster-admin and metrics-reader are granted without a namespace, every other role within one", ErrInvalid)
 	}
@@ -546,7 +553,7 @@ func applyCreateRoleBinding(d *data, c Command, p CreateRoleBinding) (RoleBindin
 		}
 	}
 	b := RoleBinding{ID: p.ID, Role: p.Role, NamespaceID: p.NamespaceID, SubjectKind: p.SubjectKind,
-		Subject: p.Subject, CreatedAt: c.Time, CreatedBy: c.Actor}
+		Subject: p.Subject, CreatedAt: c.Time, CreatedBy: c.Actor, Labels: cloneLabels(p.Labels)}
 	d.ids.bindings[b.ID] = b
 	d.audit3(c, "oce.rolebindings.create", d.bindingResource(b), b.NamespaceID, "",
 		map[string]string{"role": b.Role, "subject": b.SubjectKind + ":" + b.Subject})

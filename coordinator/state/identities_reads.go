@@ -109,7 +109,7 @@ func (m *Machine) RoleBinding(id string) (RoleBinding, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	b, ok := m.d.ids.bindings[id]
-	return b, ok
+	return cloneBinding(b), ok
 }
 
 // RoleBindings returns every role binding ordered by ID.
@@ -117,7 +117,7 @@ func (m *Machine) RoleBindings() []RoleBinding {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return sortedValues(m.d.ids.bindings, func(RoleBinding) bool { return true },
-		func(b RoleBinding) RoleBinding { return b }, func(a, b RoleBinding) int { return cmp.Compare(a.ID, b.ID) })
+		cloneBinding, func(a, b RoleBinding) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // Restriction returns one Restriction.

@@ -15,7 +15,9 @@ import (
 
 func init() {
 	snapSections = append(snapSections, snapSection{name: "identities", empty: identitiesEmpty,
-		marshal: marshalIdentities, unmarshal: unmarshalIdentities})
+		marshal: marshalIdentities, unmarshal: unmarshalIdentities},
+		// After identities: it labels role bindings (labels.go).
+		snapSection{name: "labels", empty: labelsEmpty, marshal: marshalLabels, unmarshal: unmarshalLabels})
 }
 
 func identitiesEmpty(d *data) bool {

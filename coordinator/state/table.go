@@ -23,6 +23,12 @@ var (
 	CmdRequestDelete       = def[RequestDelete, Work]("RequestDelete", applyRequestDelete)
 	CmdSetInstallation     = def[SetInstallation, Installation]("SetInstallation", applySetInstallation)
 
+	// Labels (labels.go).
+	CmdSetNamespaceLabels     = def[SetLabels, Namespace]("SetNamespaceLabels", applySetNamespaceLabels)
+	CmdSetConfigurationLabels = def[SetLabels, Configuration]("SetConfigurationLabels", applySetConfigurationLabels)
+	CmdSetAgentLabels         = def[SetLabels, Agent]("SetAgentLabels", applySetAgentLabels)
+	CmdSetRoleBindingLabels   = def[SetLabels, RoleBinding]("SetRoleBindingLabels", applySetRoleBindingLabels)
+
 	// Work and its claims (apply_work.go).
 	CmdClaimWork          = def[ClaimWork, *ClaimResult]("ClaimWork", applyClaimWork)
 	CmdRenewClaim         = def[RenewClaim, Work]("RenewClaim", applyRenewClaim)

@@ -49,7 +49,7 @@ func TestProposeTypesTheResult(t *testing.T) {
 // Apply knows exactly the declared commands.
 func TestEveryCommandIsDeclaredOnce(t *testing.T) {
 	require.Panics(t, func() { def("CreateNamespace", applyCreateNamespace) })
-	require.Len(t, handlers, 47, "the 47 commands of the log")
+	require.Len(t, handlers, 51, "the 51 commands of the log")
 	for name := range handlers {
 		_, err := NewMachine().ApplyCommand(Command{Type: name, Time: t0})
 		require.ErrorIs(t, err, ErrInvalid, "%s without a payload", name)

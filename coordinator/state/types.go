@@ -31,6 +31,8 @@ type Namespace struct {
 	// Quota bounds what the Namespace's Agents may hold (nil: unbounded);
 	// deploy admission refuses a deploy over it (QUOTA_EXCEEDED).
 	Quota *NamespaceQuota `json:"quota,omitempty"`
+	// Labels are the Namespace's labels (labels.go).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // NamespaceQuota bounds a Namespace's Agents. Quantities are Kubernetes
@@ -86,6 +88,9 @@ type Configuration struct {
 	Document    json.RawMessage `json:"document"`
 	CreatedAt   time.Time       `json:"createdAt"`
 	UpdatedAt   time.Time       `json:"updatedAt"`
+	// Labels are the Configuration's labels (labels.go); they are no input
+	// of a revision, and changing them leaves Generation as it is.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // HarnessAuth is the Agent's model-auth binding. It names a credential
@@ -117,6 +122,8 @@ type Agent struct {
 	// Resources are the Agent's container requests and limits (nil: the
 	// compute driver's defaults); each revision freezes them.
 	Resources *AgentResources `json:"resources,omitempty"`
+	// Labels are the Agent's labels (labels.go); no revision freezes them.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // HarnessIdentity is the server-approved harness a revision runs.

@@ -41,6 +41,11 @@ const WorkspaceConflict Code = "WORKSPACE_CONFLICT"
 const (
 	InvalidBackup Code = "INVALID_BACKUP" // a restore stream is not a backup of this store
 	InvalidMember Code = "INVALID_MEMBER" // a join/remove/transfer names no valid member
+	// InvalidLabels: a request's labels are malformed or too many (at
+	// most 32; Kubernetes label syntax); nothing was stored.
+	InvalidLabels Code = "INVALID_LABELS"
+	// InvalidLabelSelector: a list's labelSelector is malformed.
+	InvalidLabelSelector Code = "INVALID_LABEL_SELECTOR"
 )
 
 var api = set(InvalidRequest, Unauthorized, Forbidden, NotFound, ResourceConflict, NotLeader, NotReady, Internal,

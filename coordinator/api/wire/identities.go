@@ -71,6 +71,8 @@ type ServicePrincipal struct {
 	Name        string    `json:"name"`
 	AgentID     string    `json:"agentId,omitempty"`
 	CreatedAt   time.Time `json:"createdAt"`
+	// Agent names the Agent that owns the principal (AgentID's name).
+	Agent string `json:"agent,omitempty"`
 }
 
 // CreateServicePrincipal is the body of POST /v1/namespaces/{ns}/serviceprincipals.
@@ -126,6 +128,8 @@ type RoleBinding struct {
 	Subject   Subject   `json:"subject"`
 	CreatedAt time.Time `json:"createdAt"`
 	CreatedBy string    `json:"createdBy,omitempty"`
+	// Labels are the binding's labels.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // CreateRoleBinding is the body of POST /v1/rolebindings.
@@ -133,6 +137,8 @@ type CreateRoleBinding struct {
 	Role      string  `json:"role"`
 	Namespace string  `json:"namespace,omitempty"`
 	Subject   Subject `json:"subject"`
+	// Labels are the new binding's labels.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Restriction is an operator's Cedar forbid policies.

@@ -5,12 +5,17 @@ import "encoding/json"
 // CreateNamespace is the body of POST /v1/namespaces.
 type CreateNamespace struct {
 	Name string `json:"name"`
+	// Labels are the new Namespace's labels (PUT …/labels replaces them).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // CreateConfiguration is the body of POST /v1/namespaces/{ns}/configurations.
 type CreateConfiguration struct {
 	Name     string          `json:"name"`
 	Document json.RawMessage `json:"document"`
+	// Labels are the new Configuration's labels; PUT of the Configuration
+	// keeps them, PUT …/labels replaces them.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // UpdateConfiguration is the body of PUT /v1/namespaces/{ns}/configurations/{cfg}.
@@ -35,6 +40,9 @@ type CreateAgent struct {
 	ServicePrincipal string `json:"servicePrincipal,omitempty"`
 	// Resources are the Agent's requests and limits (absent: defaults).
 	Resources *AgentResources `json:"resources,omitempty"`
+	// Labels are the new Agent's labels; PATCH keeps them, PUT …/labels
+	// replaces them.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // UpdateAgent is the body of PATCH /v1/namespaces/{ns}/agents/{agent}; omitted
@@ -51,6 +59,19 @@ type UpdateAgent struct {
 	// restores the defaults); the next deploy freezes them.
 	Resources *AgentResources `json:"resources,omitempty"`
 }
+
+// PutLabels is the body of PUT …/labels of a Namespace, a Configuration, an
+// Agent or a role binding: the object's labels, replaced as a whole (an
+// empty or absent map removes them).
+type PutLabels struct {
+	Labels map[string]string `json:"labels"`
+}
+
+// LabelSelectorParam is the query parameter that filters the lists of
+// Namespaces, Configurations, Agents and role bindings by their labels:
+// comma-separated key=value (or key==value), key!=value and key terms, all
+// of which must hold.
+const LabelSelectorParam = "labelSelector"
 
 // Deploy is the optional body of POST …/agents/{agent}/deploy.
 type Deploy struct {

@@ -22,6 +22,8 @@ type Namespace struct {
 	CreatedAt time.Time `json:"createdAt"`
 	// Quota bounds the Namespace's Agents (absent: unbounded).
 	Quota *NamespaceQuota `json:"quota,omitempty"`
+	// Labels are the Namespace's labels.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // NamespaceQuota is a Namespace's quota, the body of PUT
@@ -63,6 +65,8 @@ type Configuration struct {
 	Document    json.RawMessage `json:"document"`
 	CreatedAt   time.Time       `json:"createdAt"`
 	UpdatedAt   time.Time       `json:"updatedAt"`
+	// Labels are the Configuration's labels.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // HarnessAuth is an Agent's model-auth binding: a reference to a credential
@@ -103,6 +107,8 @@ type Agent struct {
 	Namespace      string `json:"namespace,omitempty"`
 	Configuration  string `json:"configuration,omitempty"`
 	ActiveRevision int64  `json:"activeRevision,omitempty"`
+	// Labels are the Agent's labels.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // HarnessIdentity is the server-approved harness a revision runs.
