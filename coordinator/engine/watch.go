@@ -127,13 +127,15 @@ func (e *Engine) observeHealth(ctx context.Context, dirty map[string]bool, full 
 		if a.ActiveRevisionID == "" || a.Deleting {
 			continue
 		}
-		rev, ok := m.Revision(a.ActiveRevisionID)
-		if !ok || (rev.ComputeID != "" && rev.ComputeID != e.cfg.ComputeID) {
+		active[a.ID] = true
+		// Only an Agent of this target is ever recorded watched, so one
+		// not due is this target's; the revision is read only when due.
+		if !e.obs.due(a.ID, a.ActiveRevisionID, now, dirty, full, e.cfg.ResyncInterval) {
+			whole = false
 			continue
 		}
-		active[a.ID] = true
-		if !e.obs.due(a.ID, rev.ID, now, dirty, full, e.cfg.ResyncInterval) {
-			whole = false
+		rev, ok := m.Revision(a.ActiveRevisionID)
+		if !ok || (rev.ComputeID != "" && rev.ComputeID != e.cfg.ComputeID) {
 			continue
 		}
 		sem <- struct{}{}
