@@ -67,8 +67,11 @@ func TestAdmissionSpacesNewActivations(t *testing.T) {
 		require.Equal(t, 1, wk.Attempts, "%s: waiting for admission spends no attempt", w)
 	}
 	// Claims are in the queue's order; after the burst of two, one a second.
+	// The admission is spent at the time the run loop last read (the claim
+	// is proposed after it), which may be one drive step before the claim
+	// the test sees: the spacing holds within that step.
 	for i := 2; i < n; i++ {
-		require.GreaterOrEqual(t, starts[i].Sub(starts[0]), time.Duration(i-1)*time.Second, "start %d", i)
+		require.GreaterOrEqual(t, starts[i].Sub(starts[0]), time.Duration(i-1)*time.Second-h.step, "start %d", i)
 	}
 
 	// A stop is not an activation's start: it is claimed at once even
