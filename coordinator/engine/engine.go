@@ -234,10 +234,23 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		case <-e.notify:
 		case <-changed:
+			// Every applied command changes the state (heartbeats,
+			// observations, a storm's claims), and a scan reads the whole
+			// open queue: coalesce the changes of the next moment into
+			// one scan instead of one scan each.
+			select {
+			case <-ctx.Done():
+			case <-e.notify:
+			case <-time.After(changeScanGap):
+			}
 		case <-e.clk.After(wait):
 		}
 	}
 }
+
+// changeScanGap is how long a state change's scan waits for the changes
+// that follow it (real time: it only coalesces).
+const changeScanGap = 10 * time.Millisecond
 
 // claimAndProcess claims w (reserved for its Agent by the caller) and, when
 // the claim succeeds, processes it; the reservation ends either way.

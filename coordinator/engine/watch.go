@@ -123,18 +123,20 @@ func (e *Engine) observeHealth(ctx context.Context, dirty map[string]bool, full 
 	sem := make(chan struct{}, healthWorkers)
 	var wg sync.WaitGroup
 	whole = true
-	for _, a := range m.Agents("") {
-		if a.ActiveRevisionID == "" || a.Deleting {
-			continue
-		}
-		active[a.ID] = true
+	for id, revID := range m.ActiveRevisions() {
+		active[id] = true
 		// Only an Agent of this target is ever recorded watched, so one
-		// not due is this target's; the revision is read only when due.
-		if !e.obs.due(a.ID, a.ActiveRevisionID, now, dirty, full, e.cfg.ResyncInterval) {
+		// not due is this target's; the Agent and its revision are read
+		// only when due.
+		if !e.obs.due(id, revID, now, dirty, full, e.cfg.ResyncInterval) {
 			whole = false
 			continue
 		}
-		rev, ok := m.Revision(a.ActiveRevisionID)
+		a, ok := m.Agent(id)
+		if !ok || a.ActiveRevisionID != revID || a.Deleting {
+			continue
+		}
+		rev, ok := m.Revision(revID)
 		if !ok || (rev.ComputeID != "" && rev.ComputeID != e.cfg.ComputeID) {
 			continue
 		}

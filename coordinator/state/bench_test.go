@@ -86,3 +86,49 @@ func BenchmarkMintAmongManyTokens(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkClaimableAmongManyQueued: the engine's claim scan (ClaimableN,
+// asking for its concurrency) with 10,000 activations queued at once — a
+// deploy storm waiting for admission — and the fleet's Agents listing the
+// health watcher takes every round.
+func BenchmarkClaimableAmongManyQueued(b *testing.B) {
+	const agents = 10_000
+	m := NewMachine()
+	apply := func(typ Named, p any) {
+		e, err := Encode(typ.Name(), t0, "bench", p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.ApplyBytes(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	apply(CmdCreateNamespace, CreateNamespace{ID: "ns", Name: "ns"})
+	apply(CmdPutConfiguration, PutConfiguration{ID: "cfg", NamespaceID: "ns", Name: "cfg", Document: json.RawMessage(`{}`)})
+	for i := range agents {
+		id := "id-" + strconv.Itoa(i)
+		apply(CmdCreateAgent, CreateAgent{ID: id, NamespaceID: "ns", Name: "agent-" + strconv.Itoa(i), ConfigurationID: "cfg", ExecutionMode: ModeEmbedded})
+		apply(CmdAdmitRevision, AdmitRevision{Revision: Revision{ID: "r-" + id, AgentID: id, NamespaceID: "ns", ConfigurationID: "cfg",
+			ConfigurationGeneration: 1, Mode: ModeEmbedded, Document: []byte(`{}`), Harness: HarnessIdentity{ID: HarnessOpenClaw, Version: "pinned"}}, WorkID: "w-" + id, MaxAttempts: 10})
+	}
+	now := t0.Add(time.Minute)
+	b.Run("claimable", func(b *testing.B) {
+		for b.Loop() {
+			if len(m.ClaimableN(now, 16)) != 16 {
+				b.Fatal("claimable")
+			}
+		}
+	})
+	b.Run("agents", func(b *testing.B) { // what the watcher listed before
+		for b.Loop() {
+			if len(m.Agents("")) != agents {
+				b.Fatal("agents")
+			}
+		}
+	})
+	b.Run("active-revisions", func(b *testing.B) { // what it lists now (none active here)
+		for b.Loop() {
+			_ = m.ActiveRevisions()
+		}
+	})
+}
