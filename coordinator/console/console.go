@@ -55,6 +55,9 @@ type Config struct {
 	Now func() time.Time
 	// Log receives one record per refused request; nil discards.
 	Log *slog.Logger
+	// SSO, when set, offers single sign-on through an OIDC provider
+	// beside the token login (sso.go).
+	SSO *SSOConfig
 }
 
 // Console is the console's http.Handler.
@@ -62,6 +65,7 @@ type Console struct {
 	cfg      Config
 	sessions *sessions
 	logins   *loginLimits // limits.go
+	sso      *sso         // nil without single sign-on
 	pages    map[string]*template.Template
 	static   http.Handler
 	mux      *http.ServeMux
@@ -102,6 +106,11 @@ func New(cfg Config) (*Console, error) {
 	static, _ := fs.Sub(assets, "static")
 	c := &Console{cfg: cfg, sessions: newSessions(cfg.Now, cfg.SessionIdle, cfg.SessionMax), logins: newLoginLimits(cfg.Now), pages: pages,
 		static: http.StripPrefix(Prefix+"/static/", http.FileServer(http.FS(static))), log: log}
+	if cfg.SSO != nil {
+		if c.sso, err = newSSO(*cfg.SSO, cfg.Now); err != nil {
+			return nil, err
+		}
+	}
 	c.routes()
 	return c, nil
 }
@@ -127,6 +136,8 @@ func (c *Console) routes() {
 	m.HandleFunc("GET "+Prefix+"/login", c.loginPage)
 	m.HandleFunc("POST "+Prefix+"/login", c.login)
 	m.Handle("POST "+Prefix+"/logout", c.form(c.logout))
+	m.HandleFunc("GET "+Prefix+"/sso/start", c.ssoStart)
+	m.HandleFunc("GET "+Prefix+"/sso/callback", c.ssoCallback)
 	m.Handle("GET "+Prefix+"/{$}", c.page(c.namespacesPage))
 	m.Handle("GET "+ns, c.page(c.agentsPage))
 	m.Handle("GET "+ns+"/new", c.page(c.createPage))
