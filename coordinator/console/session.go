@@ -40,7 +40,7 @@ const (
 type session struct {
 	id        string
 	principal Principal
-	token     string // forwarded to the API as the bearer; never sent to the browser
+	token     string      // forwarded to the API as the bearer; never sent to the browser
 	sso       *ssoSession // a single sign-on session's renewal (sso.go); nil for a token login
 	csrf      string
 	created   time.Time
