@@ -20,6 +20,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -70,6 +71,7 @@ type Console struct {
 	static   http.Handler
 	mux      *http.ServeMux
 	log      *slog.Logger
+	csp      string // the Content-Security-Policy of every answer
 }
 
 // New returns the console handler; it serves paths under Prefix.
@@ -111,6 +113,16 @@ func New(cfg Config) (*Console, error) {
 			return nil, err
 		}
 	}
+	// Logout is a form whose answer redirects to the provider's
+	// end_session endpoint: form-action must allow the provider's origin.
+	formAction := "'self'"
+	if c.sso != nil {
+		if u, err := url.Parse(c.sso.cfg.Issuer); err == nil && u.Host != "" {
+			formAction += " " + u.Scheme + "://" + u.Host
+		}
+	}
+	c.csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action " +
+		formAction + "; frame-ancestors 'none'; base-uri 'none'"
 	c.routes()
 	return c, nil
 }
@@ -162,8 +174,7 @@ func (c *Console) routes() {
 // headers.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "+
-		"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("Content-Security-Policy", c.csp)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")

@@ -158,6 +158,8 @@ func TestSSOLoginAndLogout(t *testing.T) {
 
 	lp := b.get("/console/login")
 	require.Contains(t, lp.body, "Sign in with Test IdP")
+	// logout's answer redirects to the provider: its origin is a form-action
+	require.Contains(t, lp.header.Get("Content-Security-Policy"), "form-action 'self' "+f.is.URL()+";")
 	require.Contains(t, lp.body, `id="login-form"`, "the token login stays for break-glass")
 
 	authz := b.start()
