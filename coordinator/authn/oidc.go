@@ -139,6 +139,9 @@ func (o *OIDC) verifierFor() (*oidc.IDTokenVerifier, error) {
 	return o.verifier, nil
 }
 
+// HTTPClient is the client that calls the issuer (its CA file applied).
+func (o *OIDC) HTTPClient() *http.Client { return o.client }
+
 // KeyFetches counts the fetches of the issuer's key set so far.
 func (o *OIDC) KeyFetches() int64 {
 	o.mu.Lock()
