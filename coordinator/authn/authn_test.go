@@ -241,3 +241,36 @@ func FuzzParseToken(f *testing.F) {
 		require.False(t, authn.LooksJWT(s))
 	})
 }
+
+// TestOIDCExtraAudiencesAndNonce: tokens issued to an extra audience (the
+// console's client) are accepted beside the main one, others are not; an
+// ID token's nonce must be the login's when one is given.
+func TestOIDCExtraAudiencesAndNonce(t *testing.T) {
+	is, err := oidctest.New("oce-cli")
+	require.NoError(t, err)
+	t.Cleanup(is.Close)
+	o, err := authn.NewOIDC(authn.OIDCConfig{Issuer: is.URL(), Audience: "oce-cli", ExtraAudiences: []string{"oce-console"}})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		aud, nonce, want string
+		err              error
+	}{
+		{aud: "oce-cli"},
+		{aud: "oce-console"},
+		{aud: "someone-else", err: authn.ErrInvalidJWT},
+		{aud: "oce-console", nonce: "n-1", want: "n-1"},
+		{aud: "oce-console", nonce: "n-1", want: "n-2", err: authn.ErrNonce},
+		{aud: "oce-console", want: "n-2", err: authn.ErrNonce},
+	} {
+		tok, err := is.Sign(oidctest.Claims{Subject: "alice", Audience: tc.aud, Nonce: tc.nonce})
+		require.NoError(t, err)
+		p, err := o.VerifyIDToken(ctx, tok, tc.want)
+		if tc.err != nil {
+			require.ErrorIs(t, err, tc.err, "%+v", tc)
+			continue
+		}
+		require.NoError(t, err, "%+v", tc)
+		require.Equal(t, "user:oidc:alice", p.Actor())
+	}
+}

@@ -2,12 +2,14 @@ package authn
 
 import (
 	"context"
+	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +25,10 @@ type OIDCConfig struct {
 	Issuer string
 	// Audience is the expected aud (the client id tokens are issued to).
 	Audience string
+	// ExtraAudiences are further client ids whose tokens are accepted (the
+	// console's single sign-on client: its sessions call the API with the
+	// ID tokens the provider issued to it).
+	ExtraAudiences []string
 	// UsernameClaim names the claim that becomes the user name (default
 	// "sub"); GroupsClaim the string-array claim of groups (default
 	// "groups"). Both get iam.ExternalPrefix.
@@ -127,10 +133,14 @@ func (o *OIDC) verifierFor() (*oidc.IDTokenVerifier, error) {
 		return nil, o.lastErr
 	}
 	o.keys = newKeySet(meta.JWKS, o.client, o.cfg.JWKSRefresh, o.cfg.Clock, meta.Algs)
-	o.verifier = oidc.NewVerifier(o.cfg.Issuer, o.keys,
-		&oidc.Config{ClientID: o.cfg.Audience, Now: o.cfg.Clock, SupportedSigningAlgs: meta.Algs})
+	// go-oidc checks one client id; with extra audiences Verify checks them
+	o.verifier = oidc.NewVerifier(o.cfg.Issuer, o.keys, &oidc.Config{ClientID: o.cfg.Audience, Now: o.cfg.Clock,
+		SupportedSigningAlgs: meta.Algs, SkipClientIDCheck: len(o.cfg.ExtraAudiences) > 0})
 	return o.verifier, nil
 }
+
+// HTTPClient is the client that calls the issuer (its CA file applied).
+func (o *OIDC) HTTPClient() *http.Client { return o.client }
 
 // KeyFetches counts the fetches of the issuer's key set so far.
 func (o *OIDC) KeyFetches() int64 {
@@ -142,8 +152,18 @@ func (o *OIDC) KeyFetches() int64 {
 	return o.keys.fetches.Load()
 }
 
+// ErrNonce: an ID token's nonce is not the one its login sent.
+var ErrNonce = errors.New("authn: the ID token's nonce does not match the login's")
+
 // Verify authenticates a bearer JWT.
 func (o *OIDC) Verify(ctx context.Context, raw string) (iam.Principal, error) {
+	return o.VerifyIDToken(ctx, raw, "")
+}
+
+// VerifyIDToken authenticates an ID token as Verify does and, when nonce is
+// not empty, requires its nonce claim to equal it (ErrNonce): the check of
+// an ID token a login's code exchange returned.
+func (o *OIDC) VerifyIDToken(ctx context.Context, raw, nonce string) (iam.Principal, error) {
 	v, err := o.verifierFor()
 	if err != nil {
 		return iam.Principal{}, err
@@ -156,11 +176,26 @@ func (o *OIDC) Verify(ctx context.Context, raw string) (iam.Principal, error) {
 		}
 		return iam.Principal{}, fmt.Errorf("%w: %w", ErrInvalidJWT, err)
 	}
+	if len(o.cfg.ExtraAudiences) > 0 && !o.audienceAccepted(tok.Audience) {
+		return iam.Principal{}, fmt.Errorf("%w: audience %v not accepted", ErrInvalidJWT, tok.Audience)
+	}
+	if nonce != "" && subtle.ConstantTimeCompare([]byte(tok.Nonce), []byte(nonce)) != 1 {
+		return iam.Principal{}, ErrNonce
+	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
 		return iam.Principal{}, fmt.Errorf("%w: claims: %w", ErrInvalidJWT, err)
 	}
 	return o.principal(claims)
+}
+
+func (o *OIDC) audienceAccepted(aud []string) bool {
+	for _, a := range aud {
+		if a == o.cfg.Audience || slices.Contains(o.cfg.ExtraAudiences, a) {
+			return true
+		}
+	}
+	return false
 }
 
 // principal maps verified claims onto a user with groups.

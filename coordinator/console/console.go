@@ -20,6 +20,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -55,6 +56,9 @@ type Config struct {
 	Now func() time.Time
 	// Log receives one record per refused request; nil discards.
 	Log *slog.Logger
+	// SSO, when set, offers single sign-on through an OIDC provider
+	// beside the token login (sso.go).
+	SSO *SSOConfig
 }
 
 // Console is the console's http.Handler.
@@ -62,10 +66,12 @@ type Console struct {
 	cfg      Config
 	sessions *sessions
 	logins   *loginLimits // limits.go
+	sso      *sso         // nil without single sign-on
 	pages    map[string]*template.Template
 	static   http.Handler
 	mux      *http.ServeMux
 	log      *slog.Logger
+	csp      string // the Content-Security-Policy of every answer
 }
 
 // New returns the console handler; it serves paths under Prefix.
@@ -102,6 +108,21 @@ func New(cfg Config) (*Console, error) {
 	static, _ := fs.Sub(assets, "static")
 	c := &Console{cfg: cfg, sessions: newSessions(cfg.Now, cfg.SessionIdle, cfg.SessionMax), logins: newLoginLimits(cfg.Now), pages: pages,
 		static: http.StripPrefix(Prefix+"/static/", http.FileServer(http.FS(static))), log: log}
+	if cfg.SSO != nil {
+		if c.sso, err = newSSO(*cfg.SSO, cfg.Now); err != nil {
+			return nil, err
+		}
+	}
+	// Logout is a form whose answer redirects to the provider's
+	// end_session endpoint: form-action must allow the provider's origin.
+	formAction := "'self'"
+	if c.sso != nil {
+		if u, err := url.Parse(c.sso.cfg.Issuer); err == nil && u.Host != "" {
+			formAction += " " + u.Scheme + "://" + u.Host
+		}
+	}
+	c.csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action " +
+		formAction + "; frame-ancestors 'none'; base-uri 'none'"
 	c.routes()
 	return c, nil
 }
@@ -127,6 +148,8 @@ func (c *Console) routes() {
 	m.HandleFunc("GET "+Prefix+"/login", c.loginPage)
 	m.HandleFunc("POST "+Prefix+"/login", c.login)
 	m.Handle("POST "+Prefix+"/logout", c.form(c.logout))
+	m.HandleFunc("GET "+Prefix+"/sso/start", c.ssoStart)
+	m.HandleFunc("GET "+Prefix+"/sso/callback", c.ssoCallback)
 	m.Handle("GET "+Prefix+"/{$}", c.page(c.namespacesPage))
 	m.Handle("GET "+ns, c.page(c.agentsPage))
 	m.Handle("GET "+ns+"/new", c.page(c.createPage))
@@ -151,8 +174,7 @@ func (c *Console) routes() {
 // headers.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "+
-		"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("Content-Security-Policy", c.csp)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")

@@ -77,6 +77,16 @@ func (c *Console) authed(h handler) http.Handler {
 			http.Error(w, "log in first", http.StatusUnauthorized)
 			return
 		}
+		s, err := c.revalidate(r.Context(), s)
+		if err != nil {
+			http.SetCookie(w, c.cookie(r, cookieSession, "", -1))
+			if r.Method == http.MethodGet && r.Header.Get("Accept") != "text/event-stream" {
+				http.Redirect(w, r, Prefix+"/login?ended="+string(SSOSessionEnded), http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "your single sign-on session ended; sign in again", http.StatusUnauthorized)
+			return
+		}
 		w.Header().Set("Cache-Control", "no-store")
 		if err := h(w, r, s); err != nil {
 			c.fail(w, r, s, err)

@@ -13,6 +13,8 @@ type loginView struct {
 	CSRF  string
 	Next  string
 	Error string
+	// SSO names the single sign-on provider; empty without one.
+	SSO string
 }
 
 // loginPage shows the token form. Its CSRF token is a pre-session pair: a
@@ -22,14 +24,22 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
-	c.showLogin(w, r, http.StatusOK, "")
+	msg := ""
+	if r.URL.Query().Get("ended") == string(SSOSessionEnded) {
+		msg = "Your single sign-on session ended: the provider no longer renews it (" + string(SSOSessionEnded) + "). Sign in again."
+	}
+	c.showLogin(w, r, http.StatusOK, msg)
 }
 
 func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	pair := randomToken()
 	http.SetCookie(w, c.cookie(r, cookieLogin, pair, 600))
 	w.Header().Set("Cache-Control", "no-store")
-	c.render(w, status, "login", nil, loginView{CSRF: pair, Next: safeNext(r.FormValue("next")), Error: msg})
+	v := loginView{CSRF: pair, Next: safeNext(r.FormValue("next")), Error: msg}
+	if c.sso != nil {
+		v.SSO = c.sso.cfg.Name
+	}
+	c.render(w, status, "login", nil, v)
 }
 
 // login checks the pair and the token, then starts a server-side session.
@@ -81,10 +91,13 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther)
 }
 
+// logout ends the session; a single sign-on session's refresh token is
+// revoked and the browser goes on to the provider's end_session endpoint.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) error {
 	c.sessions.remove(s.id)
+	dest := c.ssoLogout(r.Context(), s)
 	http.SetCookie(w, c.cookie(r, cookieSession, "", -1))
-	http.Redirect(w, r, Prefix+"/login", http.StatusSeeOther)
+	http.Redirect(w, r, dest, http.StatusSeeOther)
 	return nil
 }
 

@@ -40,7 +40,8 @@ const (
 type session struct {
 	id        string
 	principal Principal
-	token     string // forwarded to the API as the bearer; never sent to the browser
+	token     string      // forwarded to the API as the bearer; never sent to the browser
+	sso       *ssoSession // a single sign-on session's renewal (sso.go); nil for a token login
 	csrf      string
 	created   time.Time
 	lastSeen  time.Time
@@ -150,6 +151,15 @@ func (s *sessions) get(id string) (*session, bool) {
 	ss.lastSeen = now
 	cp := *ss
 	return &cp, true
+}
+
+// update changes a live session under the store's lock.
+func (s *sessions) update(id string, f func(*session)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss, ok := s.byID[id]; ok {
+		f(ss)
+	}
 }
 
 func (s *sessions) remove(id string) {

@@ -54,7 +54,7 @@ func StartCode(err error) string {
 	case errors.Is(err, kubernetes.ErrBadNodeSelector):
 		return kubernetes.CodeBadNodeSelector
 	case errors.Is(err, ErrDriverConfig), errors.Is(err, kubernetes.ErrConfig), errors.Is(err, ErrNoDriver),
-		errors.Is(err, ErrDriverMismatch):
+		errors.Is(err, ErrDriverMismatch), errors.Is(err, ErrConsoleSSOConfig):
 		return CodeNotConfigured
 	case errors.Is(err, kubernetes.ErrMissingPermission):
 		return CodeMissingPermission

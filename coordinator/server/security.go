@@ -148,7 +148,13 @@ func (n *node) authenticator(m *state.Machine) (*authn.Authenticator, *wire.OIDC
 	cfg := authn.Config{Bootstrap: n.token, Machine: m}
 	var announce *wire.OIDCConfig
 	if n.cfg.OIDC.Issuer != "" {
-		o, err := authn.NewOIDC(n.cfg.OIDC)
+		oc := n.cfg.OIDC
+		if id := n.cfg.ConsoleSSO.ClientID; id != "" && id != oc.Audience {
+			// the console's sessions call the API with the ID tokens the
+			// provider issued to the console's client
+			oc.ExtraAudiences = append(slices.Clone(oc.ExtraAudiences), id)
+		}
+		o, err := authn.NewOIDC(oc)
 		if err != nil {
 			return nil, nil, err
 		}

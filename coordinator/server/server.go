@@ -111,6 +111,9 @@ type Config struct {
 	Authorization string
 	// OIDC, when Issuer is set, accepts bearer JWTs from that issuer.
 	OIDC authn.OIDCConfig
+	// ConsoleSSO, when its ClientID is set, offers the console's single
+	// sign-on through the OIDC issuer (console.go).
+	ConsoleSSO ConsoleSSO
 	// RateLimits bounds callers' request rates (api.RateLimits).
 	RateLimits api.RateLimits
 	// AuditRetention prunes the audit log (retention.go).
@@ -411,8 +414,12 @@ func (n *node) serve() (<-chan error, error) {
 	if n.tls != nil {
 		acfg.ForwardTLS = n.tls.peerClient()
 	}
+	h, err := withConsole(api.New(acfg, backend{Store: n.st, driver: n.driver, engine: &n.engine}), n.log, n.consoleSSO)
+	if err != nil {
+		return nil, err
+	}
 	n.srv = &http.Server{
-		Handler:           withConsole(api.New(acfg, backend{Store: n.st, driver: n.driver, engine: &n.engine}), n.log),
+		Handler:           h,
 		ReadHeaderTimeout: n.cfg.ReadHeaderTimeout,
 		IdleTimeout:       n.cfg.IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,

@@ -1,6 +1,8 @@
 // Package oidctest is an OIDC issuer for tests, on loopback: discovery,
 // a JWKS of ECDSA keys the test generates (rotatable), signed ID tokens,
-// and the device authorization grant (RFC 8628) that occ login uses.
+// the device authorization grant (RFC 8628) that occ login uses, and the
+// authorization code flow with PKCE, refresh, revocation and end_session
+// that the console's single sign-on uses (codeflow.go).
 package oidctest
 
 import (
@@ -28,6 +30,7 @@ type Issuer struct {
 	devices  map[string]*device
 	approve  func(userCode string) (sub string, groups []string, ok bool)
 	Audience string
+	code     codeFlow // codeflow.go
 }
 
 type key struct {
@@ -54,6 +57,7 @@ func New(audience string) (*Issuer, error) {
 	mux.HandleFunc("GET /keys", is.jwks)
 	mux.HandleFunc("POST /device", is.deviceAuth)
 	mux.HandleFunc("POST /token", is.token)
+	is.codeRoutes(mux)
 	is.srv = httptest.NewServer(mux)
 	return is, nil
 }
@@ -90,6 +94,7 @@ type Claims struct {
 	Groups   []string
 	Expiry   time.Time // default an hour from now
 	Issuer   string    // default the issuer's URL
+	Nonce    string    // omitted when empty
 }
 
 // Sign returns a signed ID token with the current key.
@@ -112,6 +117,9 @@ func (is *Issuer) claims(c Claims) map[string]any {
 	}
 	m := map[string]any{"iss": c.Issuer, "sub": c.Subject, "aud": c.Audience, "exp": c.Expiry.Unix(),
 		"iat": time.Now().Add(-time.Minute).Unix()}
+	if c.Nonce != "" {
+		m["nonce"] = c.Nonce
+	}
 	if c.Groups != nil {
 		m["groups"] = c.Groups
 	}
@@ -157,7 +165,10 @@ func (is *Issuer) discovery(w http.ResponseWriter, _ *http.Request) {
 		"issuer": u, "jwks_uri": u + "/keys", "token_endpoint": u + "/token",
 		"authorization_endpoint": u + "/authorize", "device_authorization_endpoint": u + "/device",
 		"id_token_signing_alg_values_supported": []string{"ES256"},
-		"response_types_supported":              []string{"id_token"},
+		"response_types_supported":              []string{"id_token", "code"},
+		"code_challenge_methods_supported":      []string{"S256"},
+		"revocation_endpoint":                   u + "/revoke",
+		"end_session_endpoint":                  u + "/end_session",
 		"subject_types_supported":               []string{"public"},
 	})
 }
@@ -194,7 +205,17 @@ func (is *Issuer) deviceAuth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (is *Issuer) token(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil || r.PostForm.Get("grant_type") != "urn:ietf:params:oauth:grant-type:device_code" {
+	if err := r.ParseForm(); err == nil {
+		switch r.PostForm.Get("grant_type") {
+		case "authorization_code":
+			is.codeGrant(w, r)
+			return
+		case "refresh_token":
+			is.refreshGrant(w, r)
+			return
+		}
+	}
+	if r.PostForm.Get("grant_type") != "urn:ietf:params:oauth:grant-type:device_code" {
 		writeJSON(w, 400, map[string]string{"error": "unsupported_grant_type"})
 		return
 	}
