@@ -111,6 +111,12 @@ func BenchmarkClaimableAmongManyQueued(b *testing.B) {
 		apply(CmdAdmitRevision, AdmitRevision{Revision: Revision{ID: "r-" + id, AgentID: id, NamespaceID: "ns", ConfigurationID: "cfg",
 			ConfigurationGeneration: 1, Mode: ModeEmbedded, Document: []byte(`{}`), Harness: HarnessIdentity{ID: HarnessOpenClaw, Version: "pinned"}}, WorkID: "w-" + id, MaxAttempts: 10})
 	}
+	// and, for the listing, every Agent serving (set directly: activation
+	// is not what is measured)
+	for id, a := range m.d.agents {
+		a.ActiveRevisionID = "r-" + id
+		m.d.agents[id] = a
+	}
 	now := t0.Add(time.Minute)
 	b.Run("claimable", func(b *testing.B) {
 		for b.Loop() {
@@ -126,9 +132,11 @@ func BenchmarkClaimableAmongManyQueued(b *testing.B) {
 			}
 		}
 	})
-	b.Run("active-revisions", func(b *testing.B) { // what it lists now (none active here)
+	b.Run("active-revisions", func(b *testing.B) { // what it lists now
 		for b.Loop() {
-			_ = m.ActiveRevisions()
+			if len(m.ActiveRevisions()) != agents {
+				b.Fatal("active revisions")
+			}
 		}
 	})
 }
