@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin
 TEST_TIMEOUT ?= 45m
 
-.PHONY: help build test test-short cold-test bench chaos lint fuzz runtimes k8s-testenv images chromium oidc-provider screenshots demo clean
+.PHONY: help build test test-short cold-test bench chaos lint fuzz runtimes k8s-testenv images chromium oidc-provider promtool screenshots demo clean
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -29,7 +29,10 @@ chromium: ## install headless Chromium (Debian) for the console's browser tests
 oidc-provider: ## build the pinned OpenID provider (zitadel/oidc) the console's single sign-on test signs in through, into the shared cache
 	@bash scripts/oidc-provider/build.sh >/dev/null
 
-test: runtimes k8s-testenv images chromium oidc-provider ## run every test (real runtimes in loopback-only namespaces, a real kube-apiserver)
+promtool: ## build the pinned promtool (Prometheus rule checks and rule unit tests) into the shared cache
+	@bash scripts/promtool.sh >/dev/null
+
+test: runtimes k8s-testenv images chromium oidc-provider promtool ## run every test (real runtimes in loopback-only namespaces, a real kube-apiserver)
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 

@@ -1,8 +1,11 @@
 // Package monitoring holds the Prometheus Operator objects and the Grafana
 // dashboard for oce's coordinator (kubectl apply -k images/deploy/monitoring,
 // only where the operator's CRDs exist; docs/OPERATIONS.md "Monitoring").
-// Its test checks them against what a real in-process coordinator exposes:
-// no kube-apiserver, no Prometheus.
+// Its tests check them against what a real coordinator exposes and run the
+// pinned promtool (scripts/promtool.sh) over them: the rules check, rule unit
+// tests for every alert (testdata), the dashboard's expressions, and the
+// alerts a real 3-member cluster's scrapes raise when its leader and one
+// more member are killed. No kube-apiserver, no Prometheus server.
 package monitoring
 
 import (
@@ -198,8 +201,9 @@ var (
 	plainWord = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 )
 
-// checkExpr checks a PromQL expression without a PromQL parser (promtool is
-// out of this test's scope): its brackets and quotes balance, every oce_
+// checkExpr checks what a PromQL expression reads (promtool checks that it
+// parses: checkDashboardLoads, TestRulesPromtool): its brackets and quotes
+// balance, every oce_
 // name is a family (or its _bucket/_sum/_count series) the coordinator
 // exposes, every label a selector matches on exists on the family or is a
 // target label, and every plain value an equality or regex matcher names
@@ -492,9 +496,6 @@ func TestMonitoringBundle(t *testing.T) {
 		b, err := os.ReadFile("grafana-dashboard.json")
 		require.NoError(t, err)
 		var d struct {
-			Title      string            `json:"title"`
-			UID        string            `json:"uid"`
-			Schema     int               `json:"schemaVersion"`
 			Panels     []json.RawMessage `json:"panels"`
 			Templating struct {
 				List []struct {
@@ -505,9 +506,9 @@ func TestMonitoringBundle(t *testing.T) {
 			} `json:"templating"`
 		}
 		require.NoError(t, json.Unmarshal(b, &d))
-		require.NotEmpty(t, d.Title)
-		require.NotEmpty(t, d.UID)
-		require.Positive(t, d.Schema)
+		// It loads (dashboard_test.go says what that means); below, what it
+		// reads is what the coordinator exposes.
+		checkDashboardLoads(t.Context(), t, promtool(t), t.TempDir(), b)
 		for _, v := range d.Templating.List {
 			if v.Type == "query" {
 				checkExpr(t, x, "variable "+v.Name, v.Definition)

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds the pinned promtool (Prometheus's rule checker and rule unit test
+# runner, github.com/prometheus/prometheus/cmd/promtool) from the Go module
+# proxy and caches it in
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/oce/promtool/<version>-<stamp>/promtool
+# keyed by the version, scripts/promtool/go.mod and go.sum and the Go
+# version. When the stamp matches it does nothing. Prints the binary's path on
+# stdout (last line); progress goes to stderr. images/deploy/monitoring's test
+# runs it (and runs this script when the binary is missing).
+#
+# Lean on purpose (CI builds it cold): only cmd/promtool, -trimpath, no symbol
+# table, and the remove_all_sd tag, Prometheus's own switch that leaves out
+# the cloud service-discovery plugins (AWS, Azure, GCE, …) that only
+# `promtool check config` of a configuration using them would need; rule
+# checking and rule unit tests are untouched by it. The cold build (empty
+# GOCACHE and GOMODCACHE) is measured in docs/OPERATIONS.md "Monitoring".
+set -euo pipefail
+
+PROMETHEUS_VERSION=v0.316.0
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/promtool"
+GO="${GO:-go}"
+gover="$("$GO" env GOVERSION)"
+grep -q "github.com/prometheus/prometheus $PROMETHEUS_VERSION\$" "$here/go.mod" ||
+	{ echo "promtool: $here/go.mod does not pin prometheus $PROMETHEUS_VERSION" >&2; exit 1; }
+stamp="$( { echo "$PROMETHEUS_VERSION"; echo "$gover"; cat "$here/go.mod" "$here/go.sum" "$here/tools.go"; } | sha256sum | cut -c1-16)"
+root="${XDG_CACHE_HOME:-$HOME/.cache}/oce/promtool"
+dest="$root/$PROMETHEUS_VERSION-$stamp"
+
+complete() { [[ -f "$dest/STAMP" && -x "$dest/promtool" ]]; }
+
+if complete; then echo "$dest/promtool"; exit 0; fi
+
+mkdir -p "$root"
+# One build at a time, even when several test binaries ask at once.
+exec 9>"$root/.lock"
+flock 9
+if complete; then echo "$dest/promtool"; exit 0; fi
+tmp="$(mktemp -d "$root/.build.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+
+echo "promtool: building prometheus $PROMETHEUS_VERSION cmd/promtool with $gover into $dest" >&2
+start=$SECONDS
+(
+	cd "$here"
+	GOFLAGS=-mod=mod "$GO" build -trimpath -tags remove_all_sd \
+		-ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v} -X github.com/prometheus/common/version.Branch=module" \
+		-o "$tmp/promtool" github.com/prometheus/prometheus/cmd/promtool
+)
+"$tmp/promtool" --version >/dev/null
+printf '%s\n%s\n' "$PROMETHEUS_VERSION" "$gover" >"$tmp/STAMP"
+rm -rf "$dest"
+mv "$tmp" "$dest"
+trap - EXIT
+echo "promtool: built in $((SECONDS - start)) s" >&2
+echo "$dest/promtool"
