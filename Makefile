@@ -7,7 +7,7 @@ TEST_TIMEOUT ?= 45m
 .PHONY: help build test test-short cold-test bench chaos lint fuzz runtimes k8s-testenv images chromium oidc-provider promtool screenshots demo clean
 
 help: ## list every target
-	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-14s %s\n", $$1, $$2}'
 
 build: ## build every binary into bin/
 	@mkdir -p $(BIN)
