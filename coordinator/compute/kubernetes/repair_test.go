@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -449,6 +450,11 @@ func TestRepairFromCache(t *testing.T) {
 		{name: "stale cache shows an edit the API server does not: no write", reads: "services",
 			drift: func(t *testing.T, d *Driver, cs *fake.Clientset, p *plan) {
 				c := d.cacheFor(p.gw)
+				caughtUp(t, func() (any, any) {
+					s, _ := c.svcL.Services(p.gw).Get(p.n.gateway)
+					api, _ := cs.CoreV1().Services(p.gw).Get(ctx, p.n.gateway, metav1.GetOptions{})
+					return s, api
+				})
 				s, err := c.svcL.Services(p.gw).Get(p.n.gateway)
 				require.NoError(t, err)
 				require.NoError(t, c.services.GetIndexer().Update(editSelector(s)))
@@ -456,6 +462,11 @@ func TestRepairFromCache(t *testing.T) {
 		{name: "stale cache misses a policy the API server has: no write", reads: "networkpolicies",
 			drift: func(t *testing.T, d *Driver, cs *fake.Clientset, p *plan) {
 				c := d.cacheFor(p.dp)
+				caughtUp(t, func() (any, any) {
+					np, _ := c.npL.NetworkPolicies(p.dp).Get(p.n.policyRuntime)
+					api, _ := cs.NetworkingV1().NetworkPolicies(p.dp).Get(ctx, p.n.policyRuntime, metav1.GetOptions{})
+					return np, api
+				})
 				np, err := c.npL.NetworkPolicies(p.dp).Get(p.n.policyRuntime)
 				require.NoError(t, err)
 				require.NoError(t, c.policies.GetIndexer().Delete(np))
@@ -463,6 +474,11 @@ func TestRepairFromCache(t *testing.T) {
 		{name: "stale cache shows a deployment edited: no write", reads: "deployments", resolved: true,
 			drift: func(t *testing.T, d *Driver, cs *fake.Clientset, p *plan) {
 				c := d.cacheFor(p.gw)
+				caughtUp(t, func() (any, any) {
+					dep, _ := c.deployment(p.gw, p.n.gateway)
+					api, _ := cs.AppsV1().Deployments(p.gw).Get(ctx, p.n.gateway, metav1.GetOptions{})
+					return dep, api
+				})
 				dep, ok := c.deployment(p.gw, p.n.gateway)
 				require.True(t, ok)
 				dep = dep.DeepCopy()
@@ -573,4 +589,22 @@ func TestRepairDedicatedFromCache(t *testing.T) {
 	rs, err = d.RepairRevision(ctx, rev)
 	require.NoError(t, err)
 	require.Equal(t, []compute.Repair{{Kind: "Deployment", Namespace: p.dp, Name: p.n.harness, Action: compute.RepairRecreated}}, rs)
+}
+
+// caughtUp waits until a cache holds the API server's current version of
+// an object (the fake API server keeps no resource versions: the objects
+// are compared, managed fields aside), so no watch event still in flight
+// overwrites what a test then plants in the cache.
+func caughtUp(t *testing.T, objects func() (cached, current any)) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		c, a := objects()
+		cm, ok1 := c.(metav1.Object)
+		am, ok2 := a.(metav1.Object)
+		if !ok1 || !ok2 || reflect.ValueOf(cm).IsNil() || reflect.ValueOf(am).IsNil() {
+			return false
+		}
+		am.SetManagedFields(nil)
+		return reflect.DeepEqual(cm, am)
+	}, 10*time.Second, 5*time.Millisecond, "the cache caught up with the API server")
 }
