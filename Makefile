@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin
 TEST_TIMEOUT ?= 45m
 
-.PHONY: help build test test-short cold-test bench chaos lint fuzz runtimes k8s-testenv images chromium screenshots demo clean
+.PHONY: help build test test-short cold-test bench chaos lint fuzz runtimes k8s-testenv helm images chromium screenshots demo clean
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -20,13 +20,16 @@ k8s-testenv: ## build the pinned test control plane, kubelet, kube-proxy and con
 	@bash scripts/k8s-testenv/build.sh >/dev/null
 	@bash scripts/k8s-testenv/node.sh >/dev/null
 
+helm: ## build the pinned Helm CLI (helm.sh/helm/v4 v4.3.2) from the Go module proxy into the shared cache (the chart's tests)
+	@bash scripts/helm.sh >/dev/null
+
 images: ## build the coordinator, gateway and harness images without a registry (OCI archives in the shared cache)
 	@bash scripts/images.sh >/dev/null
 
 chromium: ## install headless Chromium (Debian) for the console's browser tests
 	@bash scripts/chromium.sh
 
-test: runtimes k8s-testenv images chromium ## run every test (real runtimes in loopback-only namespaces, a real kube-apiserver)
+test: runtimes k8s-testenv helm images chromium ## run every test (real runtimes in loopback-only namespaces, a real kube-apiserver)
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
