@@ -372,6 +372,20 @@ func (h *helmRun) statefulSet(t *testing.T) *appsv1.StatefulSet {
 	return s
 }
 
+// rolled waits until the StatefulSet's roll is complete: every member at
+// the update revision and Ready.
+func (h *helmRun) rolled(t *testing.T) *appsv1.StatefulSet {
+	t.Helper()
+	var s *appsv1.StatefulSet
+	require.Eventually(t, func() bool {
+		s = h.statefulSet(t)
+		st := s.Status
+		return st.ObservedGeneration == s.Generation && st.UpdateRevision == st.CurrentRevision &&
+			st.UpdatedReplicas == *s.Spec.Replicas && st.ReadyReplicas == *s.Spec.Replicas
+	}, 5*time.Minute, time.Second, "the roll completes")
+	return s
+}
+
 // podUIDs are the coordinator Pods' UIDs by name.
 func podUIDs(t *testing.T) map[string]string {
 	t.Helper()
@@ -445,9 +459,8 @@ func TestHelmInstallUpgradeRollback(t *testing.T) {
 	for name, uid := range before {
 		require.NotEqual(t, uid, after[name], "%s was replaced by the roll", name)
 	}
-	sts := h.statefulSet(t)
+	sts := h.rolled(t)
 	require.NotEqual(t, rev1, sts.Status.UpdateRevision)
-	require.Equal(t, sts.Status.UpdateRevision, sts.Status.CurrentRevision, "the roll finished")
 	require.Equal(t, "2", sts.Spec.Template.Annotations["oce.dev/e2e-roll"])
 	require.Positive(t, ok)
 	require.Less(t, worst, 30*time.Second, "the API Service kept answering while one member at a time rolled")
@@ -461,9 +474,8 @@ func TestHelmInstallUpgradeRollback(t *testing.T) {
 	m1 := h.mustSh("helm get manifest oce --namespace " + HelmNS + " --revision 1")
 	m3 := h.mustSh("helm get manifest oce --namespace " + HelmNS + " --revision 3")
 	require.Equal(t, m1, m3, "the rollback applied revision 1's manifest")
-	sts = h.statefulSet(t)
+	sts = h.rolled(t)
 	require.Equal(t, rev1, sts.Status.UpdateRevision, "the Pod template is revision 1's again")
-	require.Equal(t, sts.Status.UpdateRevision, sts.Status.CurrentRevision)
 	require.NotContains(t, sts.Spec.Template.Annotations, "oce.dev/e2e-roll")
 	h.requireFormed(t, 3)
 	out, code = h.helmAPI(t.Context(), "user", "list")
