@@ -34,13 +34,18 @@ with certs.InstallHosts.
 {{- define "oce.dnsNames" -}}
 {{- $ns := .Release.Namespace -}}
 {{- $names := list "*.oce-coordinator" "oce-coordinator" (printf "*.oce-coordinator.%s.svc" $ns) (printf "oce-coordinator.%s.svc" $ns) "oce-coordinator-api" (printf "oce-coordinator-api.%s" $ns) (printf "oce-coordinator-api.%s.svc" $ns) (printf "oce-coordinator-api.%s.svc.cluster.local" $ns) "localhost" -}}
-{{- range .Values.tls.extraNames }}{{ if not (regexMatch "^[0-9.:]+$" .) }}{{ $names = append $names . }}{{ end }}{{ end -}}
+{{- range .Values.tls.extraNames }}{{ if not (include "oce.isIP" .) }}{{ $names = append $names . }}{{ end }}{{ end -}}
 {{- toJson $names -}}
+{{- end -}}
+
+{{/* "true" for an IPv4 or IPv6 address (a DNS name holds no ':'), else "". */}}
+{{- define "oce.isIP" -}}
+{{- if or (regexMatch "^[0-9]{1,3}(\\.[0-9]{1,3}){3}$" .) (contains ":" .) }}true{{ end -}}
 {{- end -}}
 
 {{- define "oce.ipAddresses" -}}
 {{- $ips := list "127.0.0.1" "::1" -}}
-{{- range .Values.tls.extraNames }}{{ if regexMatch "^[0-9.:]+$" . }}{{ $ips = append $ips . }}{{ end }}{{ end -}}
+{{- range .Values.tls.extraNames }}{{ if include "oce.isIP" . }}{{ $ips = append $ips . }}{{ end }}{{ end -}}
 {{- toJson $ips -}}
 {{- end -}}
 
