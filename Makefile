@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin
 TEST_TIMEOUT ?= 45m
 
-.PHONY: help build test test-short cold-test bench chaos lint fuzz runtimes k8s-testenv images chromium oidc-provider promtool screenshots demo clean
+.PHONY: help build test test-short cold-test bench chaos lint fuzz runtimes k8s-testenv helm images chromium oidc-provider promtool screenshots demo clean
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-14s %s\n", $$1, $$2}'
@@ -20,6 +20,9 @@ k8s-testenv: ## build the pinned test control plane, kubelet, kube-proxy and con
 	@bash scripts/k8s-testenv/build.sh >/dev/null
 	@bash scripts/k8s-testenv/node.sh >/dev/null
 
+helm: ## build the pinned Helm CLI (helm.sh/helm/v4 v4.3.2) from the Go module proxy into the shared cache (the chart's tests)
+	@bash scripts/helm.sh >/dev/null
+
 images: ## build the coordinator, gateway and harness images without a registry (OCI archives in the shared cache)
 	@bash scripts/images.sh >/dev/null
 
@@ -32,7 +35,7 @@ oidc-provider: ## build the pinned OpenID provider (zitadel/oidc) the console's 
 promtool: ## build the pinned promtool (Prometheus rule checks and rule unit tests) into the shared cache
 	@bash scripts/promtool.sh >/dev/null
 
-test: runtimes k8s-testenv images chromium oidc-provider promtool ## run every test (real runtimes in loopback-only namespaces, a real kube-apiserver)
+test: runtimes k8s-testenv helm images chromium oidc-provider promtool ## run every test (real runtimes in loopback-only namespaces, a real kube-apiserver)
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 

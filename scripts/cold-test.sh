@@ -49,7 +49,7 @@ done
 
 # make test's prerequisites first, one at a time, so each one's cost shows.
 steps=("$target")
-[ "$target" = test ] && steps=(runtimes k8s-testenv images chromium oidc-provider promtool test)
+[ "$target" = test ] && steps=(runtimes k8s-testenv helm images chromium oidc-provider promtool test)
 start=$(date +%s)
 status=0
 times=()
