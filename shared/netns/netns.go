@@ -133,22 +133,50 @@ func forwardSignals(pid int) func() {
 	return func() { signal.Stop(sigs); close(done) }
 }
 
-// Isolated reports whether the current process sees only the loopback
-// interface, and that it is up.
+// Isolated reports whether the current process can reach nothing but
+// loopback: loopback is up, and every other interface is down and has no
+// address. A new namespace holds only loopback, but the kernel adds
+// fallback devices of some loaded modules (ifb0, tunl0, sit0…) to every new
+// namespace; down and addressless, they cannot carry a packet.
 func Isolated() error {
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return fmt.Errorf("netns: list interfaces: %w", err)
 	}
+	seen := make([]iface, 0, len(ifs))
 	for _, i := range ifs {
-		if i.Name != "lo" {
-			return fmt.Errorf("%w: interface %q is present", ErrNotIsolated, i.Name)
+		addrs, err := i.Addrs()
+		if err != nil {
+			return fmt.Errorf("netns: addresses of %s: %w", i.Name, err)
 		}
-		if i.Flags&net.FlagUp == 0 {
-			return fmt.Errorf("%w: loopback is down", ErrNotIsolated)
+		seen = append(seen, iface{name: i.Name, loopback: i.Flags&net.FlagLoopback != 0,
+			up: i.Flags&net.FlagUp != 0, addrs: len(addrs)})
+	}
+	return onlyLoopback(seen)
+}
+
+// iface is what onlyLoopback judges of one interface.
+type iface struct {
+	name     string
+	loopback bool
+	up       bool
+	addrs    int
+}
+
+func onlyLoopback(ifs []iface) error {
+	lo := false
+	for _, i := range ifs {
+		switch {
+		case i.name == "lo" && i.loopback:
+			if !i.up {
+				return fmt.Errorf("%w: loopback is down", ErrNotIsolated)
+			}
+			lo = true
+		case i.up || i.addrs > 0:
+			return fmt.Errorf("%w: interface %q is present (up or addressed)", ErrNotIsolated, i.name)
 		}
 	}
-	if len(ifs) == 0 {
+	if !lo {
 		return fmt.Errorf("%w: no loopback interface", ErrNotIsolated)
 	}
 	return nil

@@ -154,8 +154,43 @@ func TestOnlyLoopback(t *testing.T) {
 	require.NoError(t, Isolated())
 	ifs, err := net.Interfaces()
 	require.NoError(t, err)
-	require.Len(t, ifs, 1)
-	require.Equal(t, "lo", ifs[0].Name)
+	for _, i := range ifs {
+		if i.Name == "lo" {
+			continue
+		}
+		// a kernel fallback device may be present, never usable
+		require.Zero(t, i.Flags&net.FlagUp, "interface %s is up", i.Name)
+		addrs, err := i.Addrs()
+		require.NoError(t, err)
+		require.Empty(t, addrs, "interface %s has addresses", i.Name)
+	}
+}
+
+func TestOnlyLoopbackJudgesEachInterface(t *testing.T) {
+	lo := iface{name: "lo", loopback: true, up: true, addrs: 2}
+	for _, tc := range []struct {
+		name string
+		ifs  []iface
+		want string // "" = isolated
+	}{
+		{"loopback only", []iface{lo}, ""},
+		{"fallback device down", []iface{lo, {name: "ifb0"}, {name: "tunl0"}}, ""},
+		{"loopback down", []iface{{name: "lo", loopback: true, addrs: 2}}, "loopback is down"},
+		{"no loopback", nil, "no loopback"},
+		{"other interface up", []iface{lo, {name: "eth0", up: true}}, `"eth0"`},
+		{"other interface addressed", []iface{lo, {name: "veth1", addrs: 1}}, `"veth1"`},
+		{"lo that is not loopback", []iface{{name: "lo", up: true}}, `"lo"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := onlyLoopback(tc.ifs)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrNotIsolated)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
 }
 
 func TestLoopbackWorks(t *testing.T) {
