@@ -130,8 +130,7 @@ func adapt(line string) string {
 
 // sh runs a shell line in the node's network namespace and returns stdout.
 func (h *helmRun) sh(ctx context.Context, line string) (string, error) {
-	cmd := cluster.Command(ctx, "bash", "-o", "pipefail", "-c", line)
-	cmd.Dir = h.dir
+	cmd := cluster.CommandIn(ctx, h.dir, "bash", "-o", "pipefail", "-c", line)
 	cmd.Env = append(cmd.Env, "PATH="+h.path)
 	cmd.Env = append(cmd.Env, h.helmEnv...)
 	var stdout, stderr bytes.Buffer

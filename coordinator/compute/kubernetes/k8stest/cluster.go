@@ -332,9 +332,18 @@ func (c *Cluster) LookupHost(ctx context.Context, host string) ([]string, error)
 }
 
 // Command returns an unstarted command that runs name inside the node's
-// network and mount namespaces (with the cluster's KUBECONFIG).
+// network and mount namespaces (with the cluster's KUBECONFIG), in the
+// mount namespace's root directory: entering a mount namespace resets the
+// working directory, so the returned command's Dir has no effect on it —
+// use CommandIn for a working directory.
 func (c *Cluster) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	cmd := c.ns.command(ctx, append([]string{name}, args...)...)
+	return c.CommandIn(ctx, "", name, args...)
+}
+
+// CommandIn is Command run in the working directory dir (a path as the
+// node's mount namespace sees it; "" is its root).
+func (c *Cluster) CommandIn(ctx context.Context, dir, name string, args ...string) *exec.Cmd {
+	cmd := c.ns.commandIn(ctx, dir, append([]string{name}, args...)...)
 	cmd.Env = append(cmd.Env, "KUBECONFIG="+c.kubeconfig)
 	return cmd
 }

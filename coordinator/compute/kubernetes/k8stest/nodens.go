@@ -93,7 +93,13 @@ func (ns *namespaces) wrap(dir string, argv ...string) []string {
 
 // command returns an unstarted command running argv inside the namespaces.
 func (ns *namespaces) command(ctx context.Context, argv ...string) *exec.Cmd {
-	w := ns.wrap("", argv...)
+	return ns.commandIn(ctx, "", argv...)
+}
+
+// commandIn is command with the working directory dir ("" is the mount
+// namespace's root, where entering it leaves a process).
+func (ns *namespaces) commandIn(ctx context.Context, dir string, argv ...string) *exec.Cmd {
+	w := ns.wrap(dir, argv...)
 	cmd := exec.CommandContext(ctx, w[0], w[1:]...)
 	cmd.Env = nodeEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
