@@ -194,7 +194,7 @@ var loginPage = template.Must(template.New("login").Parse(`<!DOCTYPE html>
 <input type="hidden" name="id" value="{{.ID}}">
 <label for="username">Username</label> <input id="username" name="username" autocomplete="username">
 <label for="password">Password</label> <input id="password" name="password" type="password" autocomplete="current-password">
-<p id="error">{{.Error}}</p>
+{{if .Error}}<p id="error">{{.Error}}</p>{{end}}
 <button id="submit" type="submit">Sign in</button>
 </form></body></html>`))
 
