@@ -91,12 +91,19 @@ func BenchmarkScale(b *testing.B) {
 	require.NotNil(b, coordinator)
 	for _, n := range scaleSizes(b) {
 		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
+			// a benchmark's log is printed when it ends; a run of an hour
+			// also says each figure as it is measured
+			say := func(format string, args ...any) {
+				b.Helper()
+				b.Logf(format, args...)
+				fmt.Fprintf(os.Stderr, "scale: "+format+"\n", args...)
+			}
 			for range b.N {
 				f := fleetState(b, n, min(100, n))
 				d, rec := observingDriverAt(b, true, deployQPS, 2*int(deployQPS), coordinator)
 				f.lead(b, d, rec)
 				took, failed := f.deployAll(b)
-				b.Logf("N=%d: deploy all %v at %v requests/s, %d failed", n, took, deployQPS, failed) // kept should a later step fail
+				say("N=%d: deploy all %v at %v requests/s, %d failed", n, took, deployQPS, failed) // kept should a later step fail
 				require.Zero(b, failed, "deploys failed")
 				require.True(b, assertEventually(f.allObservedReady, 10*time.Minute), "every Agent observed ready")
 
@@ -109,7 +116,7 @@ func BenchmarkScale(b *testing.B) {
 				require.NoError(b, f.e.WaitQuiescent(ctx), "the new leader current")
 				cancel()
 				current, leaderReqs := time.Since(start), rec.count()
-				b.Logf("N=%d new leader: current in %v, %d requests", n, current, leaderReqs)
+				say("N=%d new leader: current in %v, %d requests", n, current, leaderReqs)
 
 				const window = 60 * time.Second
 				rec.reset()
@@ -126,12 +133,12 @@ func BenchmarkScale(b *testing.B) {
 						notReady++
 					}
 				}
-				b.Logf("N=%d at rest: %d requests sent (%s), %d served by the API server, in %v; cpu %v, rss %.0f MiB, %d not ready",
+				say("N=%d at rest: %d requests sent (%s), %d served by the API server, in %v; cpu %v, rss %.0f MiB, %d not ready",
 					n, reqs, rec.breakdown(), served, wall, cpu, mem/(1<<20), notReady)
 				require.Zero(b, notReady, "no Agent reported not ready at rest")
 
 				created, active, afterReady := f.oneMore(b)
-				b.Logf("N=%d one more: Pod created %v, active %v (%v after Ready)", n, created, active, afterReady)
+				say("N=%d one more: Pod created %v, active %v (%v after Ready)", n, created, active, afterReady)
 
 				b.ReportMetric(took.Seconds(), "s-deploy-all")
 				b.ReportMetric(float64(reqs)/wall.Seconds(), "requests/s-at-rest")
