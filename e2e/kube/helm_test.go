@@ -135,10 +135,12 @@ func (h *helmRun) adapt(line string) string {
 	return line
 }
 
-// sh runs a shell line in the node's network namespace and returns stdout.
+// sh runs a shell line in the node's network namespace, in h.dir, and
+// returns stdout. The shell changes to h.dir itself: nsenter entering the
+// node's mount namespace resets the working directory to its root, so
+// the command's Dir does not survive.
 func (h *helmRun) sh(ctx context.Context, line string) (string, error) {
-	cmd := cluster.Command(ctx, "bash", "-o", "pipefail", "-c", line)
-	cmd.Dir = h.dir
+	cmd := cluster.Command(ctx, "bash", "-o", "pipefail", "-c", `cd "$0" && eval "$1"`, h.dir, line)
 	cmd.Env = append(cmd.Env, "PATH="+h.path)
 	cmd.Env = append(cmd.Env, h.helmEnv...)
 	var stdout, stderr bytes.Buffer
