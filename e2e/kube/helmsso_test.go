@@ -34,6 +34,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/compute/kubernetes/k8stest"
 	"oce.dev/oce/internal/browser"
 )
@@ -184,11 +185,28 @@ func startSSOProvider(t *testing.T, dir, secret, consoleURL, certFile, keyFile s
 // connectProxy is the browser's HTTP proxy: it answers CONNECT by dialing
 // the target inside the node's network namespace, where the doc's
 // port-forward (127.0.0.1:8443 there) and the provider (the node's
-// address) listen; neither exists on the host. It counts the tunnels per
-// target.
+// address) listen; neither exists on the host. It counts the tunnels and
+// the bytes the browser sent per target (a tunnel is reused for many
+// requests).
 type connectProxy struct {
 	mu      sync.Mutex
 	tunnels map[string]int
+	sent    map[string]int64
+}
+
+// countingWriter adds what passes through to the proxy's count for host.
+type countingWriter struct {
+	p    *connectProxy
+	host string
+	w    io.Writer
+}
+
+func (c countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.p.mu.Lock()
+	c.p.sent[c.host] += int64(n)
+	c.p.mu.Unlock()
+	return n, err
 }
 
 func (p *connectProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -218,7 +236,7 @@ func (p *connectProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	done := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(up, buf)
+		_, _ = io.Copy(countingWriter{p, r.Host, up}, buf)
 		_ = up.Close()
 		close(done)
 	}()
@@ -232,6 +250,12 @@ func (p *connectProxy) count(host string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.tunnels[host]
+}
+
+func (p *connectProxy) bytesSent(host string) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sent[host]
 }
 
 // docs/kubernetes.md "Install with Helm" and then "Console single
@@ -254,6 +278,21 @@ func TestHelmConsoleSSO(t *testing.T) {
 	t.Cleanup(func() { // leave the cluster as the suite had it
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
+		// the doc's Namespace and its binding, so the driver's namespaces go too
+		out, code := h.helmAPI(ctx, "-n", "team", "-o", "json", "rolebinding", "list")
+		var bindings []wire.RoleBinding
+		if code != 0 || json.Unmarshal([]byte(out), &bindings) != nil {
+			var wrapped struct{ Items []wire.RoleBinding }
+			_ = json.Unmarshal([]byte(out), &wrapped)
+			bindings = wrapped.Items
+		}
+		for _, rb := range bindings {
+			if rb.Namespace == "team" {
+				if out, code := h.helmAPI(ctx, "rolebinding", "delete", rb.ID); code != 0 {
+					t.Logf("occ rolebinding delete: %s", out)
+				}
+			}
+		}
 		if out, code := h.helmAPI(ctx, "namespace", "delete", "team"); code != 0 {
 			t.Logf("occ namespace delete team: %s", out)
 		}
@@ -319,7 +358,7 @@ func TestHelmConsoleSSO(t *testing.T) {
 	require.NotContains(t, string(spec), secret, "the client secret is a file, never in the StatefulSet")
 
 	// the browser's proxy, and the two certificates it accepts
-	proxy := &connectProxy{tunnels: map[string]int{}}
+	proxy := &connectProxy{tunnels: map[string]int{}, sent: map[string]int64{}}
 	ps := httptest.NewServer(proxy)
 	t.Cleanup(ps.Close)
 	tlsSecret, err := cluster.Client.CoreV1().Secrets(HelmSSONS).Get(t.Context(), "oce-coordinator-tls", metav1.GetOptions{})
@@ -383,10 +422,10 @@ func TestHelmConsoleSSO(t *testing.T) {
 
 	// logout goes through the provider's end_session back to the login page,
 	// and the session is gone
-	before := proxy.count(providerHost)
+	before := proxy.bytesSent(providerHost)
 	run(chromedp.Navigate(consoleURL+"/console/"), chromedp.WaitVisible(chromedp.ID("logout")), chromedp.Click(chromedp.ID("logout")),
 		chromedp.WaitVisible(chromedp.ID("login-form")))
-	require.Greater(t, proxy.count(providerHost), before, "logout went through the provider")
+	require.Greater(t, proxy.bytesSent(providerHost), before, "logout went through the provider (its end_session)")
 	run(chromedp.Navigate(consoleURL+"/console/"), chromedp.WaitVisible(chromedp.ID("login-form")))
 	loc, err = chromedp.Run(b.Ctx, chromedp.Location())
 	require.NoError(t, err)
