@@ -457,8 +457,9 @@ func TestHelmInstallUpgradeRollback(t *testing.T) {
 	for _, s := range upgrade {
 		require.Equal(t, "run", s.kind, s.line)
 		require.True(t, strings.HasPrefix(s.line, "helm upgrade "), "the upgrade block is helm upgrade: %s", s.line)
-		// quoted: helm, not the shell, must see the escaped dot of the key
-		h.mustSh(h.adapt(s.line) + " --set 'podAnnotations.oce\\.dev/e2e-roll=2'")
+		// quoted: helm, not the shell, must see the escaped dot of the key;
+		// a string, as the schema wants annotations
+		h.mustSh(h.adapt(s.line) + " --set-string 'podAnnotations.oce\\.dev/e2e-roll=2'")
 	}
 	ok, bad, worst := p.finish()
 	figure(t, "helm upgrade rolling 3 members", time.Since(start))
