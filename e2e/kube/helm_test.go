@@ -30,7 +30,8 @@ import (
 // HelmNS is where the Helm test installs the chart: the suite's own
 // installation (the kustomize bundle) holds oce-system and the
 // cluster-wide singletons, so the doc's commands run with oce-system
-// replaced by HelmNS and --set rbac.createClusterResources=false added —
+// replaced by HelmNS and --set rbac.createClusterResources=false added to
+// helm install and upgrade —
 // the only two changes, both what docs/kubernetes.md says a second
 // installation on one cluster needs.
 const HelmNS = "oce-helm"
@@ -84,9 +85,11 @@ func helmDocBlock(t *testing.T, marker string) []helmDocStep {
 
 // helmRun follows the doc's lines in the node's network namespace, in dir
 // (where values.yaml and ca.crt are, and images/ links to the
-// repository's), with the pinned kubectl and helm on PATH.
+// repository's), with the pinned kubectl and helm on PATH, with oce-system
+// replaced by ns.
 type helmRun struct {
 	t        *testing.T
+	ns       string
 	dir      string
 	path     string
 	helmEnv  []string
@@ -94,7 +97,7 @@ type helmRun struct {
 	pfCancel []context.CancelFunc
 }
 
-func newHelmRun(t *testing.T) *helmRun {
+func newHelmRun(t *testing.T, ns string) *helmRun {
 	t.Helper()
 	bin, err := helmtest.Binary(t.Context())
 	require.NoError(t, err)
@@ -103,32 +106,37 @@ func newHelmRun(t *testing.T) *helmRun {
 	dir, err := os.MkdirTemp(cluster.Dir, "helm-")
 	require.NoError(t, err)
 	require.NoError(t, os.Symlink(filepath.Join(root, "images"), filepath.Join(dir, "images")))
-	h := &helmRun{t: t, dir: dir, path: filepath.Dir(bin) + ":" + cluster.BinDir + ":" + os.Getenv("PATH"),
+	h := &helmRun{t: t, ns: ns, dir: dir, path: filepath.Dir(bin) + ":" + cluster.BinDir + ":" + os.Getenv("PATH"),
 		env: map[string]string{}}
 	for _, kv := range helmtest.Env(filepath.Join(dir, ".helm")) {
 		if strings.HasPrefix(kv, "HELM_") {
 			h.helmEnv = append(h.helmEnv, kv)
 		}
 	}
-	t.Cleanup(func() {
-		for _, c := range h.pfCancel {
-			c()
-		}
-	})
+	t.Cleanup(h.stopPortForwards)
 	return h
 }
 
-// adapt is the doc's line as the test runs it (HelmNS; the second
-// installation's flag on helm install).
-func adapt(line string) string {
-	line = strings.ReplaceAll(line, SystemNS, HelmNS)
-	if strings.HasPrefix(line, "helm install ") {
+// stopPortForwards ends the port-forwards started so far.
+func (h *helmRun) stopPortForwards() {
+	for _, c := range h.pfCancel {
+		c()
+	}
+	h.pfCancel = nil
+}
+
+// adapt is the doc's line as the test runs it (h.ns; the second
+// installation's flag on helm install and upgrade).
+func (h *helmRun) adapt(line string) string {
+	line = strings.ReplaceAll(line, SystemNS, h.ns)
+	if strings.HasPrefix(line, "helm install ") || strings.HasPrefix(line, "helm upgrade ") {
 		line += " --set rbac.createClusterResources=false"
 	}
 	return line
 }
 
-// sh runs a shell line in the node's network namespace and returns stdout.
+// sh runs a shell line in the node's namespaces, in h.dir, and returns
+// stdout.
 func (h *helmRun) sh(ctx context.Context, line string) (string, error) {
 	cmd := cluster.CommandIn(ctx, h.dir, "bash", "-o", "pipefail", "-c", line)
 	cmd.Env = append(cmd.Env, "PATH="+h.path)
@@ -245,7 +253,7 @@ func (h *helmRun) follow(steps []helmDocStep) map[string]string {
 	t.Helper()
 	outputs := map[string]string{}
 	for _, s := range steps {
-		line := adapt(s.line)
+		line := h.adapt(s.line)
 		t.Logf("doc: %s", line)
 		switch s.kind {
 		case "run":
@@ -283,7 +291,7 @@ func helmValues(t *testing.T, dir string) {
 // member), as a client inside the cluster does; the port-forward sticks
 // to one Pod and a roll replaces every one.
 func (h *helmRun) helmAPI(ctx context.Context, args ...string) (string, int) {
-	return h.occ(ctx, append([]string{"--server", "https://oce-coordinator-api." + HelmNS + ".svc:7400"}, args...)...)
+	return h.occ(ctx, append([]string{"--server", "https://oce-coordinator-api." + h.ns + ".svc:7400"}, args...)...)
 }
 
 func (h *helmRun) members(t *testing.T) wire.Cluster {
@@ -366,7 +374,7 @@ func (p *poller) finish() (ok, bad int, worst time.Duration) {
 
 func (h *helmRun) statefulSet(t *testing.T) *appsv1.StatefulSet {
 	t.Helper()
-	s, err := cluster.Client.AppsV1().StatefulSets(HelmNS).Get(t.Context(), "oce-coordinator", metav1.GetOptions{})
+	s, err := cluster.Client.AppsV1().StatefulSets(h.ns).Get(t.Context(), "oce-coordinator", metav1.GetOptions{})
 	require.NoError(t, err)
 	return s
 }
@@ -407,7 +415,7 @@ func podUIDs(t *testing.T) map[string]string {
 // `helm uninstall` removes every object of the chart but the members'
 // PersistentVolumeClaims, which docs/kubernetes.md says stay.
 func TestHelmInstallUpgradeRollback(t *testing.T) {
-	h := newHelmRun(t)
+	h := newHelmRun(t, HelmNS)
 	t.Cleanup(func() { // leave the cluster as the suite had it
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
@@ -447,7 +455,9 @@ func TestHelmInstallUpgradeRollback(t *testing.T) {
 	for _, s := range upgrade {
 		require.Equal(t, "run", s.kind, s.line)
 		require.True(t, strings.HasPrefix(s.line, "helm upgrade "), "the upgrade block is helm upgrade: %s", s.line)
-		h.mustSh(adapt(s.line) + " --set rbac.createClusterResources=false --set podAnnotations.oce\\.dev/e2e-roll=2")
+		// quoted: helm, not the shell, must see the escaped dot of the key;
+		// a string, as the schema wants annotations
+		h.mustSh(h.adapt(s.line) + " --set-string 'podAnnotations.oce\\.dev/e2e-roll=2'")
 	}
 	ok, bad, worst := p.finish()
 	figure(t, "helm upgrade rolling 3 members", time.Since(start))

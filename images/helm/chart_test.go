@@ -147,6 +147,15 @@ func TestSchemaRefuses(t *testing.T) {
 		{"route without parent", []string{"route.enabled=true"}, "route"},
 		{"unknown value", []string{"replica=3"}, "replica"},
 		{"bad storage size", []string{"storage.size=lots"}, "storage/size"},
+		{"console SSO without OIDC issuer", []string{"console.url=https://oce.example.com", "console.sso.clientID=oce-console",
+			"console.sso.clientSecretSecret=oce-console-sso"}, "oidc/issuer"},
+		{"console SSO without console URL", []string{"oidc.issuer=https://sso.example.com", "oidc.audience=oce",
+			"console.sso.clientID=oce-console", "console.sso.clientSecretSecret=oce-console-sso"}, "console/url"},
+		{"console SSO without the secret's Secret", []string{"oidc.issuer=https://sso.example.com", "oidc.audience=oce",
+			"console.url=https://oce.example.com", "console.sso.clientID=oce-console"}, "console/sso/clientSecretSecret"},
+		{"console URL over plain HTTP", []string{"console.url=http://oce.example.com"}, "console/url"},
+		{"console URL with a path", []string{"console.url=https://oce.example.com/console"}, "console/url"},
+		{"console SSO secret not a Secret name", []string{"console.sso.clientSecretSecret=Not_A_Name"}, "console/sso/clientSecretSecret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := render(t, ns, "", tc.set...)
@@ -232,8 +241,9 @@ func keys(m map[string]object) []string {
 // One source of truth: the chart, with the bundle's values, renders exactly
 // the objects `kubectl kustomize` builds from images/deploy (but the
 // Namespace, which `kubectl create namespace` makes before helm install),
-// from images/deploy/cert-manager with tls.mode=certManager, and from
-// images/deploy/monitoring with monitoring on — compared as objects, Helm's
+// from images/deploy/cert-manager with tls.mode=certManager, from
+// images/deploy/monitoring with monitoring on, and from an overlay adding
+// the component images/deploy/console-sso with console single sign-on on — compared as objects, Helm's
 // own labels and the checksum annotation aside. A change to either side
 // that the other lacks fails here.
 func TestChartRendersTheBundle(t *testing.T) {
@@ -250,6 +260,11 @@ func TestChartRendersTheBundle(t *testing.T) {
 		{"monitoring", filepath.Join(deploy, "monitoring"), []string{"monitoring.serviceMonitor.enabled=true",
 			"monitoring.prometheusRule.enabled=true", "monitoring.grafanaDashboard.enabled=true"},
 			[]string{"ServiceMonitor", "PrometheusRule", "NetworkPolicy/oce-coordinator-metrics", "ConfigMap/oce-grafana-dashboard"}},
+		// an overlay of the bundle with the console-sso component, as
+		// docs/kubernetes.md "Console single sign-on" makes one
+		{"console-sso", filepath.Join("testdata", "kustomize", "console-sso"), []string{
+			"oidc.issuer=https://sso.example.com/realms/oce", "oidc.audience=oce", "console.url=https://oce.example.com",
+			"console.sso.clientID=oce-console", "console.sso.clientSecretSecret=oce-console-sso", "console.sso.name=Example SSO"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := kustomize(t, tc.dir)

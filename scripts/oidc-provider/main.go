@@ -7,17 +7,21 @@
 // It is its own module so the main module's `go ./...` never compiles it;
 // build.sh builds and caches it.
 //
-// Usage: oidc-provider --config FILE [--listen 127.0.0.1:0]
+// Usage: oidc-provider --config FILE [--listen 127.0.0.1:0] [--tls-cert FILE --tls-key FILE]
 //
 // The config (JSON, mode 0600: it holds client secrets) names the clients
 // and the users file; the users file (JSON, 0600: it holds passwords) maps
 // user names to {"password", "groups", "disabled"} and is read again when it
-// changes. Once listening the provider prints "issuer <url>" on stdout.
+// changes. With --tls-cert and --tls-key it serves HTTPS (the issuer is
+// https://<listen address>: what a coordinator whose chart refuses a plain
+// HTTP issuer is configured with); else HTTP. Once listening the provider
+// prints "issuer <url>" on stdout.
 package main
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -219,6 +223,8 @@ func readPrivate(path string) ([]byte, error) {
 func run() error {
 	cfgPath := flag.String("config", "", "config file (JSON, 0600)")
 	listen := flag.String("listen", "127.0.0.1:0", "listen address")
+	tlsCert := flag.String("tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
+	tlsKey := flag.String("tls-key", "", "the certificate's PEM key (0600)")
 	flag.Parse()
 	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	b, err := readPrivate(*cfgPath)
@@ -244,11 +250,29 @@ func run() error {
 	us := &users{path: cfg.UsersFile}
 	st := &store{Storage: storage.NewStorageWithClients(us, clients), users: us, postURIs: post}
 
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	scheme := "http"
+	var tlsCfg *tls.Config
+	if *tlsCert != "" {
+		if _, err := readPrivate(*tlsKey); err != nil {
+			return fmt.Errorf("--tls-key: %w", err)
+		}
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert: %w", err)
+		}
+		scheme, tlsCfg = "https", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
-	issuer := "http://" + ln.Addr().String()
+	issuer := scheme + "://" + ln.Addr().String()
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
 	var key [32]byte
 	if _, err := rand.Read(key[:]); err != nil {
 		return err
