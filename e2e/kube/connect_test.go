@@ -1,12 +1,10 @@
 package kube
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -91,36 +89,8 @@ func TestInstallDocConnectStep(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	pf := cluster.Command(ctx, filepath.Join(cluster.BinDir, "kubectl"), step.portForward...)
-	stdout, err := pf.StdoutPipe()
-	require.NoError(t, err)
-	var stderr bytes.Buffer
-	pf.Stderr = &stderr
-	require.NoError(t, pf.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- pf.Wait() }()
-	t.Cleanup(func() {
-		cancel()
-		<-exited
-	})
-	forwarding := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "Forwarding from 127.0.0.1:8443 -> 7400") {
-				close(forwarding)
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case <-forwarding:
-	case err := <-exited:
-		require.Failf(t, "kubectl port-forward ended", "%v: %s", err, stderr.String())
-	case <-ctx.Done():
-		require.Failf(t, "kubectl port-forward never listened", "%s", stderr.String())
-	}
+	pf := startPortForward(t, step.portForward, "127.0.0.1:8443 -> 7400")
+	t.Cleanup(pf.stop)
 
 	// export OCC_TOKEN=$(kubectl … get secret … -o jsonpath='{.data.token}' | base64 -d)
 	encoded, err := cluster.Kubectl(ctx, "-n", SystemNS, "get", "secret", "oce-coordinator-token", "-o", "jsonpath={.data.token}")
@@ -140,7 +110,7 @@ func TestInstallDocConnectStep(t *testing.T) {
 		var out bytes.Buffer
 		code := occ.Main(ctx, args, occ.Options{Stdout: &out, Stderr: &out, WorkDir: oce.dir,
 			ConfigFile: filepath.Join(oce.dir, "no-occ.yaml"), Getenv: func(k string) string { return env[k] }, HTTPClient: hc})
-		require.Equal(t, 0, code, "occ %s through the port-forward:\n%s\nkubectl: %s", strings.Join(args, " "), out.String(), stderr.String())
+		require.Equal(t, 0, code, "occ %s through the port-forward:\n%s\nkubectl: %s", strings.Join(args, " "), out.String(), pf.stderr.String())
 		outputs[strings.Join(args, " ")] = out.String()
 	}
 	require.Contains(t, outputs["status"], "Cluster:", "occ status answered through the port-forward")

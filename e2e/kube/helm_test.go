@@ -1,12 +1,10 @@
 package kube
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -161,40 +159,9 @@ func (h *helmRun) mustSh(line string) string {
 // portForward starts the doc's background port-forward and waits until
 // kubectl listens.
 func (h *helmRun) portForward(line string) {
-	t := h.t
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	h.t.Helper()
 	fields := strings.Fields(line)
-	pf := cluster.Command(ctx, filepath.Join(cluster.BinDir, "kubectl"), fields[1:len(fields)-1]...)
-	stdout, err := pf.StdoutPipe()
-	require.NoError(t, err)
-	var stderr bytes.Buffer
-	pf.Stderr = &stderr
-	require.NoError(t, pf.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- pf.Wait() }()
-	h.pfCancel = append(h.pfCancel, func() {
-		cancel()
-		<-exited
-	})
-	forwarding := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "Forwarding from 127.0.0.1:") {
-				close(forwarding)
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case <-forwarding:
-	case err := <-exited:
-		require.Failf(t, "kubectl port-forward ended", "%v: %s", err, stderr.String())
-	case <-time.After(time.Minute):
-		require.Failf(t, "kubectl port-forward never listened", "%s", stderr.String())
-	}
+	h.pfCancel = append(h.pfCancel, startPortForward(h.t, fields[1:len(fields)-1], "127.0.0.1:").stop)
 }
 
 // export evaluates the doc's export line in the shell and keeps the
