@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"oce.dev/oce/coordinator/authn"
 	"oce.dev/oce/coordinator/authn/oidctest"
 	"oce.dev/oce/coordinator/console"
+	"oce.dev/oce/shared/logtest"
 )
 
 const (
@@ -36,27 +36,10 @@ type ssoFixture struct {
 	*fixture
 	is   *oidctest.Issuer
 	c    *console.Console
-	logs *syncBuffer
+	logs *logtest.Buffer
 
 	mu  sync.Mutex
 	now time.Time
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func newSSOFixture(t *testing.T) *ssoFixture {
@@ -64,7 +47,7 @@ func newSSOFixture(t *testing.T) *ssoFixture {
 	is, err := oidctest.New("oce-cli")
 	require.NoError(t, err)
 	t.Cleanup(is.Close)
-	f := &ssoFixture{is: is, logs: &syncBuffer{}, now: time.Now()}
+	f := &ssoFixture{is: is, logs: &logtest.Buffer{}, now: time.Now()}
 	var h http.Handler = http.NotFoundHandler()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)

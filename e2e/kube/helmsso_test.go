@@ -37,6 +37,7 @@ import (
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/compute/kubernetes/k8stest"
 	"oce.dev/oce/internal/browser"
+	"oce.dev/oce/shared/logtest"
 )
 
 // HelmSSONS is where TestHelmConsoleSSO installs the chart (a namespace of
@@ -330,7 +331,7 @@ func TestHelmConsoleSSO(t *testing.T) {
 	caFile := filepath.Join(h.dir, "oidc-ca.crt") // the doc's --from-file=ca.crt=oidc-ca.crt
 	certFile, keyFile := filepath.Join(pdir, "tls.crt"), filepath.Join(pdir, "tls.key")
 	providerPin := providerTLS(t, caFile, certFile, keyFile)
-	var providerLogs lockedBuffer
+	var providerLogs logtest.Buffer
 	issuer := startSSOProvider(t, pdir, secret, consoleURL, certFile, keyFile, &providerLogs)
 	// the doc's client-secret file, written as the doc says (0600)
 	require.NoError(t, os.WriteFile(filepath.Join(h.dir, "client-secret"), []byte(secret+"\n"), 0o600))
@@ -447,22 +448,4 @@ func appendFile(t *testing.T, path, s string) {
 	require.NoError(t, err)
 	_, err = f.WriteString(s)
 	require.NoError(t, errors.Join(err, f.Close()))
-}
-
-// lockedBuffer is an io.Writer a process writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -2,16 +2,15 @@ package kube
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"io"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"oce.dev/oce/shared/logtest"
 )
 
 // portForwardListenWait bounds how long kubectl port-forward may take to
@@ -21,25 +20,7 @@ const portForwardListenWait = time.Minute
 // portForward is a running `kubectl port-forward`.
 type portForward struct {
 	stop   func()
-	stderr syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer safe to read while kubectl writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	stderr logtest.Buffer
 }
 
 // startPortForward runs `kubectl port-forward args…` in the node's

@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 	"oce.dev/oce/coordinator/compute/memory"
 	"oce.dev/oce/coordinator/server"
 	"oce.dev/oce/internal/browser"
+	"oce.dev/oce/shared/logtest"
 )
 
 const (
@@ -38,23 +38,6 @@ const (
 	revalidateInTest = 3 * time.Second
 	password         = "alice-password-planted-51c2"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func moduleRoot(t *testing.T) string {
 	dir, err := os.Getwd()
@@ -143,7 +126,7 @@ func api(t *testing.T, base, token, method, path, body string) {
 func TestConsoleSSO(t *testing.T) {
 	dir := t.TempDir()
 	secret := "client-secret-planted-" + fmt.Sprint(time.Now().UnixNano())
-	var coordLogs, providerLogs lockedBuffer
+	var coordLogs, providerLogs logtest.Buffer
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
