@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"oce.dev/oce/shared/netns"
 )
 
 // Image names built by scripts/images.sh.
@@ -59,6 +61,9 @@ func build(ctx context.Context) (map[string]Image, error) {
 	}
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, "bash", script, "build")
+	// the smoke checks isolate themselves; from a suite on the host network
+	// they must not take its namespace for a loopback-only one
+	cmd.Env = netns.FreshEnv()
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBuild, script, err)

@@ -182,6 +182,12 @@ func onlyLoopback(ifs []iface) error {
 	return nil
 }
 
+// FreshEnv is this process's environment without netns's own mark, for a
+// child that must make its own namespaces (a program that calls Main, like
+// the images' smoke checks) rather than take this process's namespace for
+// an isolated one — a suite on the host network (HostNetwork) is not.
+func FreshEnv() []string { return withoutEnv(os.Environ(), envIsolated) }
+
 func reexec(opts Options) int {
 	exe, err := os.Executable()
 	if err != nil {

@@ -278,3 +278,12 @@ func TestEnterCommandSharesNamespaces(t *testing.T) {
 	require.NotEqual(t, hostNet, holderNet)
 	require.NoFileExists(t, "/tmp/netns-enter-mark", "the holder's /tmp is private")
 }
+
+func TestFreshEnvDropsTheMark(t *testing.T) {
+	// this binary runs under Main, so its environment carries the mark
+	require.Equal(t, "1", os.Getenv(envIsolated))
+	for _, kv := range FreshEnv() {
+		require.False(t, strings.HasPrefix(kv, envIsolated+"="), kv)
+	}
+	require.Len(t, FreshEnv(), len(os.Environ())-1)
+}
