@@ -1,8 +1,6 @@
 package kube
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -22,7 +20,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -37,6 +34,7 @@ import (
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/compute/kubernetes/k8stest"
 	"oce.dev/oce/internal/browser"
+	"oce.dev/oce/internal/oidctest"
 	"oce.dev/oce/shared/logtest"
 )
 
@@ -79,23 +77,6 @@ func docBlock(t *testing.T, marker, lang string) string {
 		out.WriteString(line + "\n")
 	}
 	return out.String()
-}
-
-// ssoProviderBinary runs scripts/oidc-provider/build.sh (a no-op when the
-// cached build matches) and returns the provider's path: built, never skipped.
-func ssoProviderBinary(t *testing.T) string {
-	t.Helper()
-	root, err := k8stest.RepoRoot()
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "oidc-provider", "build.sh"))
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "scripts/oidc-provider/build.sh: %s", stderr.String())
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1]
 }
 
 // providerTLS writes a CA (caFile, what the doc's oce-oidc-ca Secret is
@@ -142,44 +123,28 @@ func spki(c *x509.Certificate) string {
 	return base64.StdEncoding.EncodeToString(sum[:])
 }
 
-func writePrivateJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := json.Marshal(v)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, b, 0o600))
-}
-
 // startSSOProvider runs scripts/oidc-provider inside the node's network
 // namespace on the node's address, serving HTTPS, with the console's
 // client and one user; it returns the issuer URL. The coordinator Pods
 // reach that address directly; the browser through the test's proxy.
-func startSSOProvider(t *testing.T, dir, secret, consoleURL, certFile, keyFile string, logs io.Writer) string {
+func startSSOProvider(t *testing.T, dir, secret, consoleURL, certFile, keyFile string, logs *logtest.Buffer) string {
 	t.Helper()
 	users := filepath.Join(dir, "users.json")
-	writePrivateJSON(t, users, map[string]any{ssoUser: map[string]any{"password": ssoPassword, "groups": []string{ssoGroup}}})
+	oidctest.WriteJSON(t, users, map[string]any{ssoUser: map[string]any{"password": ssoPassword, "groups": []string{ssoGroup}}})
 	cfg := filepath.Join(dir, "provider.json")
-	writePrivateJSON(t, cfg, map[string]any{
+	oidctest.WriteJSON(t, cfg, map[string]any{
 		"clients": []map[string]any{{"id": "oce-console", "secret": secret,
 			"redirectURIs":           []string{consoleURL + "/console/sso/callback"},
 			"postLogoutRedirectURIs": []string{consoleURL + "/console/login"}}},
 		"usersFile": users,
 	})
-	cmd := cluster.Command(context.Background(), ssoProviderBinary(t), "--config", cfg, "--listen", k8stest.NodeIP+":0",
+	root, err := k8stest.RepoRoot()
+	require.NoError(t, err)
+	cmd := cluster.Command(context.Background(), oidctest.Binary(t, root), "--config", cfg, "--listen", k8stest.NodeIP+":0",
 		"--tls-cert", certFile, "--tls-key", keyFile)
 	cmd.Stderr = logs
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err, "the provider did not start: %s", logs)
-	issuer, ok := strings.CutPrefix(strings.TrimSpace(line), "issuer ")
-	require.True(t, ok, line)
+	issuer := oidctest.Start(t, cmd, logs)
 	require.True(t, strings.HasPrefix(issuer, "https://"+k8stest.NodeIP+":"), issuer)
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 	return issuer
 }
 

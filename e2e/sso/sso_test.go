@@ -6,10 +6,7 @@
 package sso_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +25,7 @@ import (
 	"oce.dev/oce/coordinator/compute/memory"
 	"oce.dev/oce/coordinator/server"
 	"oce.dev/oce/internal/browser"
+	"oce.dev/oce/internal/oidctest"
 	"oce.dev/oce/shared/logtest"
 )
 
@@ -53,30 +51,6 @@ func moduleRoot(t *testing.T) string {
 
 // providerBinary runs build.sh (a no-op when the cached build matches) and
 // returns the provider's path: a missing provider is built, never skipped.
-func providerBinary(t *testing.T) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(moduleRoot(t), "scripts", "oidc-provider", "build.sh"))
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "scripts/oidc-provider/build.sh: %s", stderr.String())
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	bin := lines[len(lines)-1]
-	st, err := os.Stat(bin)
-	require.NoError(t, err)
-	require.NotZero(t, st.Mode()&0o111, "%s is not executable", bin)
-	return bin
-}
-
-func writeJSON(t *testing.T, path string, v any) {
-	b, err := json.Marshal(v)
-	require.NoError(t, err)
-	tmp := path + ".tmp"
-	require.NoError(t, os.WriteFile(tmp, b, 0o600))
-	require.NoError(t, os.Rename(tmp, path)) // the provider never reads half a file
-}
-
 type user struct {
 	Password string   `json:"password"`
 	Groups   []string `json:"groups"`
@@ -85,29 +59,17 @@ type user struct {
 
 // startProvider runs the provider with one client and the users file, and
 // returns its issuer URL.
-func startProvider(t *testing.T, dir, secret, consoleURL string, logs io.Writer) string {
+func startProvider(t *testing.T, dir, secret, consoleURL string, logs *logtest.Buffer) string {
 	cfg := filepath.Join(dir, "provider.json")
-	writeJSON(t, cfg, map[string]any{
+	oidctest.WriteJSON(t, cfg, map[string]any{
 		"clients": []map[string]any{{"id": clientID, "secret": secret,
 			"redirectURIs":           []string{consoleURL + "/console/sso/callback"},
 			"postLogoutRedirectURIs": []string{consoleURL + "/console/login"}}},
 		"usersFile": filepath.Join(dir, "users.json"),
 	})
-	cmd := exec.Command(providerBinary(t), "--config", cfg, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(oidctest.Binary(t, moduleRoot(t)), "--config", cfg, "--listen", "127.0.0.1:0")
 	cmd.Stderr = logs
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err, "the provider did not start: %s", logs)
-	issuer, ok := strings.CutPrefix(strings.TrimSpace(line), "issuer ")
-	require.True(t, ok, line)
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	return issuer
+	return oidctest.Start(t, cmd, logs)
 }
 
 // api calls the coordinator API with the bootstrap token.
@@ -133,7 +95,7 @@ func TestConsoleSSO(t *testing.T) {
 	base := "http://" + ln.Addr().String()
 
 	users := filepath.Join(dir, "users.json")
-	writeJSON(t, users, map[string]user{"alice": {Password: password, Groups: []string{"ops"}}})
+	oidctest.WriteJSON(t, users, map[string]user{"alice": {Password: password, Groups: []string{"ops"}}})
 	issuer := startProvider(t, dir, secret, base, &providerLogs)
 	secretFile := filepath.Join(dir, "console-client-secret")
 	require.NoError(t, os.WriteFile(secretFile, []byte(secret+"\n"), 0o600))
@@ -232,7 +194,7 @@ func TestConsoleSSO(t *testing.T) {
 	// signed in again, then the account is disabled at the provider: the
 	// session ends within the revalidation interval
 	signIn()
-	writeJSON(t, users, map[string]user{"alice": {Password: password, Groups: []string{"ops"}, Disabled: true}})
+	oidctest.WriteJSON(t, users, map[string]user{"alice": {Password: password, Groups: []string{"ops"}, Disabled: true}})
 	disabled := time.Now()
 	// The console revalidates on a request, so the test's own page loads
 	// are what end the session: one every 250 ms until it ends, or fail.
