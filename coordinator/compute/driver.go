@@ -272,6 +272,17 @@ func Permanent(code codes.Code, err error) error {
 // Transient returns a retryable Error with code.
 func Transient(code codes.Code, err error) error { return &Error{Code: code, Err: err} }
 
+// ErrOverloaded marks a transient error as the compute target's own signal
+// that it is overloaded (Kubernetes: 429, a request the API server timed
+// out, 503): the engine then starts new activations more slowly until the
+// target is calm again, instead of pacing only by the driver's own budget.
+var ErrOverloaded = errors.New("compute: target overloaded")
+
+// Overloaded returns a retryable Error with code, marked ErrOverloaded.
+func Overloaded(code codes.Code, err error) error {
+	return &Error{Code: code, Err: fmt.Errorf("%w: %w", ErrOverloaded, err)}
+}
+
 // ErrorCode returns err's code and permanence; an error without one is
 // transient with fallback as its code.
 func ErrorCode(err error, fallback codes.Code) (code codes.Code, permanent bool) {

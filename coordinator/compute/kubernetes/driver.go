@@ -18,6 +18,7 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
@@ -76,7 +77,24 @@ func foreign(ns, name string) error {
 	return compute.Permanent(codes.ForeignWorkload, fmt.Errorf("%w: %s/%s", ErrForeignWorkload, ns, name))
 }
 
-func transient(err error) error { return compute.Transient(codes.TransientDependency, err) }
+// transient wraps a failed API call as retryable; the API server's own
+// overload signals are marked so the engine slows its admission.
+func transient(err error) error {
+	if overloadSignal(err) {
+		return compute.Overloaded(codes.TransientDependency, err)
+	}
+	return compute.Transient(codes.TransientDependency, err)
+}
+
+// overloadSignal reports whether err is the API server saying it cannot
+// keep up: 429 Too Many Requests (priority and fairness, max in-flight),
+// a request it gave up on (504, "did not complete within requested
+// timeout"), a server timeout it asks to retry, or 503. A client-side
+// deadline is not one: the caller's own bound says nothing of the server.
+func overloadSignal(err error) bool {
+	return apierrors.IsTooManyRequests(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsServiceUnavailable(err)
+}
 
 // imageRef is a container image reference: [registry[:port]/]path[:tag][@sha256:digest].
 var imageRef = regexp.MustCompile(`^([a-zA-Z0-9.-]+(:[0-9]+)?/)?[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`)
