@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/compute/memory"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/codes"
@@ -30,39 +33,10 @@ func TestAdmissionSpacesNewActivations(t *testing.T) {
 	h := newHarness(t, hopt{noStart: true})
 	h.e = New(Config{Owner: "eng", Seed: 1}, h.p, admitting{Driver: h.d, perSecond: 1, burst: 2}, h.clk, nil)
 	const n = 6
-	var works []string
-	for i := range n {
-		id := fmt.Sprintf("ag%d", i)
-		h.propose(state.CmdCreateAgent, state.CreateAgent{ID: id, NamespaceID: "ns1", Name: id, ConfigurationID: "c1",
-			ExecutionMode: state.ModeEmbedded, ComputeID: memory.Name})
-		cf, _ := h.m.Configuration("c1")
-		r := state.Revision{ID: "r-" + id, AgentID: id, NamespaceID: "ns1", Document: cf.Document, ConfigurationID: cf.ID,
-			ConfigurationGeneration: cf.Generation, Harness: state.HarnessIdentity{ID: state.HarnessOpenClaw, Version: "pinned"},
-			Mode: state.ModeEmbedded, ComputeID: memory.Name}
-		h.propose(state.CmdAdmitRevision, state.AdmitRevision{Revision: r, WorkID: "w-" + id, MaxAttempts: 3})
-		works = append(works, "w-"+id)
-	}
+	works := admitEmbedded(h, n)
 	h.start()
-	h.drive(func() bool {
-		for _, w := range works {
-			if wk, _ := h.m.Work(w); wk.State != state.WorkCompleted {
-				return false
-			}
-		}
-		return true
-	}, "every deploy completed")
-	first := map[string]time.Time{}
-	for _, p := range h.proposals() {
-		if c, ok := p.payload.(state.ClaimWork); ok {
-			if _, seen := first[c.WorkID]; !seen {
-				first[c.WorkID] = p.at
-			}
-		}
-	}
-	var starts []time.Time
+	starts := completedStarts(t, h, works)
 	for _, w := range works {
-		require.Contains(t, first, w)
-		starts = append(starts, first[w])
 		wk, _ := h.m.Work(w)
 		require.Equal(t, 1, wk.Attempts, "%s: waiting for admission spends no attempt", w)
 	}
@@ -76,7 +50,7 @@ func TestAdmissionSpacesNewActivations(t *testing.T) {
 
 	// A stop is not an activation's start: it is claimed at once even
 	// with no admission left.
-	h.e.starts.AllowN(h.clk.Now(), 2)
+	h.e.starts.lim.AllowN(h.clk.Now(), 2)
 	h.propose(state.CmdRequestStop, state.RequestStop{AgentID: "ag0", WorkID: "s-ag0"})
 	h.e.Notify()
 	h.drive(func() bool { wk, _ := h.m.Work("s-ag0"); return wk.State == state.WorkCompleted }, "the stop ran")
@@ -108,4 +82,124 @@ func TestConvergenceWindowFromStart(t *testing.T) {
 	w1 := h.waitWork("w-ag1", state.WorkCompleted)
 	started, _ := h.m.Revision("r-ag1")
 	require.Greater(t, w1.UpdatedAt.Sub(started.CreatedAt), window, "ag1 converged after more than the window since its creation")
+}
+
+// admitEmbedded creates n embedded Agents ag0… and admits a revision of
+// each; it returns their work IDs in admission order.
+func admitEmbedded(h *harness, n int) []string {
+	var works []string
+	for i := range n {
+		id := fmt.Sprintf("ag%d", i)
+		h.propose(state.CmdCreateAgent, state.CreateAgent{ID: id, NamespaceID: "ns1", Name: id, ConfigurationID: "c1",
+			ExecutionMode: state.ModeEmbedded, ComputeID: memory.Name})
+		cf, _ := h.m.Configuration("c1")
+		r := state.Revision{ID: "r-" + id, AgentID: id, NamespaceID: "ns1", Document: cf.Document, ConfigurationID: cf.ID,
+			ConfigurationGeneration: cf.Generation, Harness: state.HarnessIdentity{ID: state.HarnessOpenClaw, Version: "pinned"},
+			Mode: state.ModeEmbedded, ComputeID: memory.Name}
+		h.propose(state.CmdAdmitRevision, state.AdmitRevision{Revision: r, WorkID: "w-" + id, MaxAttempts: 3})
+		works = append(works, "w-"+id)
+	}
+	return works
+}
+
+// completedStarts drives until every work completes and returns the time
+// of each one's first claim, in the order of works.
+func completedStarts(t *testing.T, h *harness, works []string) []time.Time {
+	t.Helper()
+	h.drive(func() bool {
+		for _, w := range works {
+			if wk, _ := h.m.Work(w); wk.State != state.WorkCompleted {
+				return false
+			}
+		}
+		return true
+	}, "every deploy completed")
+	first := map[string]time.Time{}
+	for _, p := range h.proposals() {
+		if c, ok := p.payload.(state.ClaimWork); ok {
+			if _, seen := first[c.WorkID]; !seen {
+				first[c.WorkID] = p.at
+			}
+		}
+	}
+	var starts []time.Time
+	for _, w := range works {
+		require.Contains(t, first, w)
+		starts = append(starts, first[w])
+	}
+	return starts
+}
+
+// TestAdmissionBacksOffOnOverload: the start rate halves on the target's
+// overload signal — once for the signals of one moment — down to a floor,
+// and doubles back after each calm period, the burst returning with the
+// driver's rate.
+func TestAdmissionBacksOffOnOverload(t *testing.T) {
+	a := admissionFor(admitting{Driver: memory.New(memory.DefaultCapabilities()), perSecond: 8, burst: 16}, slog.New(slog.DiscardHandler))
+	require.NotNil(t, a)
+	t0 := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	steps := []struct {
+		at       time.Duration
+		overload bool
+		rate     float64
+		burst    int
+	}{
+		{0, false, 8, 16},
+		{0, true, 4, 1},
+		{time.Second, true, 4, 1}, // the same moment: one cut
+		{3 * time.Second, true, 2, 1},
+		{6 * time.Second, true, 1, 1},
+		{9 * time.Second, true, 0.5, 1},
+		{12 * time.Second, true, 0.25, 1},
+		{15 * time.Second, true, 0.125, 1}, // six cuts: the floor
+		{18 * time.Second, true, 0.125, 1},
+		{18*time.Second + OverloadCalm - time.Millisecond, false, 0.125, 1},
+		{18*time.Second + OverloadCalm, false, 0.25, 1},
+		{18*time.Second + 3*OverloadCalm, false, 1, 1},
+		{18*time.Second + 6*OverloadCalm, false, 8, 16}, // back to the driver's
+		{18*time.Second + 9*OverloadCalm, false, 8, 16},
+	}
+	for _, s := range steps {
+		now := t0.Add(s.at)
+		if s.overload {
+			a.overloaded(now)
+		}
+		a.allowedAt(now)
+		require.InDelta(t, s.rate, a.rate(), 1e-9, "at %v", s.at)
+		require.Equal(t, s.burst, a.lim.Burst(), "at %v", s.at)
+	}
+}
+
+// TestOverloadSlowsStarts: one activation's driver call failing with the
+// target's overload signal halves the rate the next activations start at
+// (1/s → 1 per 2 s); the same failure without the signal leaves it at the
+// driver's rate. Starts are seen on the harness's clock steps, so the
+// test judges the span of four starts, not each gap.
+func TestOverloadSlowsStarts(t *testing.T) {
+	const halved = 4 * 2 * time.Second // four starts at half the rate
+	for _, tc := range []struct {
+		name   string
+		err    error
+		slowed bool
+	}{
+		{"overloaded", compute.Overloaded(codes.TransientDependency, errors.New("429 Too Many Requests")), true},
+		{"other transient", compute.Transient(codes.TransientDependency, errors.New("connection reset")), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, hopt{noStart: true})
+			h.e = New(Config{Owner: "eng", Seed: 1}, h.p, admitting{Driver: h.d, perSecond: 1, burst: 1}, h.clk, nil)
+			h.d.Fail(memory.OpPrepare, "r-ag0", 1, tc.err)
+			works := admitEmbedded(h, 6)
+			h.start()
+			starts := completedStarts(t, h, works)
+			// ag0 starts and fails at once; the four starts after ag1's
+			// are paced by the rate in effect.
+			span := starts[5].Sub(starts[1])
+			if tc.slowed {
+				require.GreaterOrEqual(t, span, halved-h.step, "starts %v", starts)
+			} else {
+				require.Less(t, span, halved-h.step, "starts %v", starts)
+			}
+		})
+	}
 }

@@ -188,6 +188,7 @@ func (cl *claim) driverFailed(op string, err error, fallback codes.Code) {
 		cl.log.Info("claim abandoned during driver call", "op", op)
 		return
 	}
+	cl.e.sawOverload(err)
 	code, permanent := compute.ErrorCode(err, fallback)
 	cl.log.Warn("driver call failed", "op", op, "code", code, "err", err.Error())
 	if permanent {

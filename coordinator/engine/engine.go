@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/shared/backoff"
@@ -144,7 +142,7 @@ type Engine struct {
 	busyMu sync.Mutex
 	busy   map[string]bool // Agents with a claim processed by this engine
 
-	starts *rate.Limiter // new activations, when the driver is an Admitter (admit.go)
+	starts *admission // new activations, when the driver is an Admitter (admit.go)
 
 	q   *quiet        // quiescence (quiet.go)
 	rep *repairs      // drift repair passes (repair.go)
@@ -168,9 +166,10 @@ func New(cfg Config, p Proposer, d compute.Driver, clk Clock, log *slog.Logger) 
 	if cfg.ComputeID == "" {
 		cfg.ComputeID = caps.Name
 	}
-	return &Engine{cfg: cfg, p: p, d: d, caps: caps, clk: clk, log: log.With("component", "engine"),
+	log = log.With("component", "engine")
+	return &Engine{cfg: cfg, p: p, d: d, caps: caps, clk: clk, log: log,
 		notify: make(chan struct{}, 1), rng: mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		busy: map[string]bool{}, q: newQuiet(), rep: newRepairs(), obs: newObservations(), starts: admissionLimiter(d)}
+		busy: map[string]bool{}, q: newQuiet(), rep: newRepairs(), obs: newObservations(), starts: admissionFor(d, log)}
 }
 
 // Notify wakes the engine (new work was admitted). It never blocks.

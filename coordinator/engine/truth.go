@@ -213,6 +213,7 @@ func (e *Engine) finalizationFailed(cl *claim, op string, err error) {
 		cl.log.Info("claim abandoned during driver call", "op", op)
 		return
 	}
+	cl.e.sawOverload(err)
 	dc, _ := compute.ErrorCode(err, codes.TransientDependency)
 	cl.log.Warn("finalization failed", "op", op, "code", dc, "err", err.Error())
 	cl.retry(codes.FinalizationIncomplete, op+": "+string(dc)+": "+err.Error())

@@ -163,6 +163,7 @@ func (e *Engine) observeOne(ctx context.Context, a state.Agent, rev state.Revisi
 		if ctx.Err() != nil {
 			return
 		}
+		e.sawOverload(err)
 		code, permanent := compute.ErrorCode(err, "TRANSIENT_DEPENDENCY")
 		if !permanent {
 			// The coordinator could not look (API server slow or down, a
