@@ -176,13 +176,17 @@ func (e *Engine) activate(cl *claim) {
 // after the readiness delay, or fails the work once the revision has had the
 // whole convergence window — counted from the revision's creation, or from
 // its activation's start when admission held it queued (state.WorkStarted).
+// While the compute target says it is overloaded (a signal within
+// OverloadCalm), a slow start is the target's, not the revision's: the
+// window stretches, by one more window at most.
 func (e *Engine) notReady(cl *claim, rev state.Revision, obs compute.Observation) {
 	since := rev.CreatedAt
 	if at, ok := e.p.Machine().WorkStarted(cl.work.ID); ok && at.After(since) {
 		since = at
 	}
-	age := e.clk.Now().Sub(since)
-	if age > e.cfg.ConvergenceWindow {
+	now := e.clk.Now()
+	age := now.Sub(since)
+	if age > e.cfg.ConvergenceWindow && (age > 2*e.cfg.ConvergenceWindow || !e.overload.recent(now)) {
 		e.failRevision(cl, rev, codes.RevisionNotReady, "not ready within the convergence window: "+obs.Reason, nil)
 		return
 	}

@@ -138,10 +138,38 @@ func (e *Engine) started(w state.Work, now time.Time) {
 	}
 }
 
-// sawOverload slows admission when err carries the target's overload
-// signal.
+// sawOverload records the target's overload signal when err carries it,
+// and slows admission.
 func (e *Engine) sawOverload(err error) {
-	if e.starts != nil && errors.Is(err, compute.ErrOverloaded) {
-		e.starts.overloaded(e.clk.Now())
+	if !errors.Is(err, compute.ErrOverloaded) {
+		return
 	}
+	now := e.clk.Now()
+	e.overload.mark(now)
+	if e.starts != nil {
+		e.starts.overloaded(now)
+	}
+}
+
+// overloadMark is when a driver call last met the target's overload
+// signal.
+type overloadMark struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (o *overloadMark) mark(now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if now.After(o.at) {
+		o.at = now
+	}
+}
+
+// recent reports whether the target signaled overload within OverloadCalm
+// of now.
+func (o *overloadMark) recent(now time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.at.IsZero() && now.Sub(o.at) < OverloadCalm
 }

@@ -203,3 +203,42 @@ func TestOverloadSlowsStarts(t *testing.T) {
 		})
 	}
 }
+
+// TestConvergenceWindowStretchesUnderOverload: a revision that never
+// becomes ready fails at its convergence window when the target is calm;
+// while the target keeps signaling overload it gets one more window, and
+// fails at twice the window if the target never calms.
+func TestConvergenceWindowStretchesUnderOverload(t *testing.T) {
+	const window = 40 * time.Second
+	for _, tc := range []struct {
+		name       string
+		overloaded bool
+		min, max   time.Duration // the failure's time after the start
+	}{
+		{"calm", false, window, window + OverloadCalm},
+		{"overloaded throughout", true, 2 * window, 2*window + OverloadCalm},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, hopt{noStart: true})
+			h.step = time.Second
+			h.e = New(Config{Owner: "eng", Seed: 1, ConvergenceWindow: window}, h.p, h.d, h.clk, nil)
+			works := admitEmbedded(h, 1)
+			h.d.ReadyAfter("r-ag0", -1)
+			start := h.clk.Now()
+			h.start()
+			h.drive(func() bool {
+				if tc.overloaded {
+					// another Agent's call meeting a 429 on every step
+					h.e.sawOverload(compute.Overloaded(codes.TransientDependency, errors.New("429")))
+				}
+				wk, _ := h.m.Work(works[0])
+				return wk.State == state.WorkFailed
+			}, "the revision failed")
+			wk, _ := h.m.Work(works[0])
+			require.Equal(t, string(codes.RevisionNotReady), wk.LastCode)
+			took := wk.UpdatedAt.Sub(start)
+			require.Greater(t, took, tc.min)
+			require.Less(t, took, tc.max)
+		})
+	}
+}

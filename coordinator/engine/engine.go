@@ -142,7 +142,8 @@ type Engine struct {
 	busyMu sync.Mutex
 	busy   map[string]bool // Agents with a claim processed by this engine
 
-	starts *admission // new activations, when the driver is an Admitter (admit.go)
+	starts   *admission   // new activations, when the driver is an Admitter (admit.go)
+	overload overloadMark // the target's last overload signal (admit.go)
 
 	q   *quiet        // quiescence (quiet.go)
 	rep *repairs      // drift repair passes (repair.go)
