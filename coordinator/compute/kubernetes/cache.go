@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -302,6 +303,37 @@ func (d *Driver) usableCache(ns string) *nsCache {
 		return c
 	}
 	return nil
+}
+
+// absentInCache reports whether obj's namespace has usable caches of its
+// kind (Services, ConfigMaps, NetworkPolicies, Deployments) that hold no
+// object of its name. The caches hold only oce's objects, so a foreign
+// object is "absent" here: its create then fails AlreadyExists and the
+// read that follows finds it foreign.
+func (d *Driver) absentInCache(obj metav1.Object) bool {
+	// Only caches already running: a write never starts one (the first
+	// observation of a namespace does).
+	d.cacheMu.Lock()
+	c := d.caches[obj.GetNamespace()]
+	d.cacheMu.Unlock()
+	if !c.usable(time.Now()) {
+		return false
+	}
+	ns, name := obj.GetNamespace(), obj.GetName()
+	var err error
+	switch obj.(type) {
+	case *corev1.Service:
+		_, err = c.svcL.Services(ns).Get(name)
+	case *corev1.ConfigMap:
+		_, err = c.cmL.ConfigMaps(ns).Get(name)
+	case *networkingv1.NetworkPolicy:
+		_, err = c.npL.NetworkPolicies(ns).Get(name)
+	case *appsv1.Deployment:
+		_, err = c.depL.Deployments(ns).Get(name)
+	default:
+		return false
+	}
+	return apierrors.IsNotFound(err)
 }
 
 // cached adapts a lister's Get to (object, found).

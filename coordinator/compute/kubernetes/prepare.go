@@ -201,7 +201,7 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 	if _, err := ensure(ctx, core.PersistentVolumeClaims(p.gw), claim(p.n.gatewayState, p.gw, ao, GatewayStateClaimSize, d.cfg.StorageClass), ao); err != nil {
 		return err
 	}
-	if _, err := ensure(ctx, core.Services(p.gw), gatewayService(p, false), ao); err != nil {
+	if _, err := ensureCached(ctx, d, core.Services(p.gw), gatewayService(p, false), ao); err != nil {
 		return err
 	}
 	if p.topo == contract.DedicatedCodex {
@@ -221,10 +221,10 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 		if _, err := ensure(ctx, core.Secrets(p.dp), secret(p.n.transport, p.dp, ao, gwT.Data), ao); err != nil {
 			return err
 		}
-		if _, err := ensure(ctx, core.Services(p.dp), harnessService(p, false), ao); err != nil {
+		if _, err := ensureCached(ctx, d, core.Services(p.dp), harnessService(p, false), ao); err != nil {
 			return err
 		}
-		if _, err := ensure(ctx, core.Services(p.gw), nodeRouteService(p), ao); err != nil {
+		if _, err := ensureCached(ctx, d, core.Services(p.gw), nodeRouteService(p), ao); err != nil {
 			return err
 		}
 	}
@@ -236,7 +236,7 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 	if err != nil {
 		return err
 	}
-	if _, err := ensure(ctx, core.ConfigMaps(p.gw), gwConfig, ro); err != nil {
+	if _, err := ensureCached(ctx, d, core.ConfigMaps(p.gw), gwConfig, ro); err != nil {
 		return err
 	}
 	if len(keys) > 0 {
@@ -245,15 +245,15 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 		}
 	}
 	for _, np := range d.revisionPolicies(p) {
-		if _, err := ensure(ctx, d.c.NetworkingV1().NetworkPolicies(np.Namespace), np, ro); err != nil {
+		if _, err := ensureCached(ctx, d, d.c.NetworkingV1().NetworkPolicies(np.Namespace), np, ro); err != nil {
 			return err
 		}
 	}
 	if p.topo == contract.DedicatedCodex {
-		if _, err := ensure(ctx, core.ConfigMaps(p.dp), harnessConfigMap(p), ro); err != nil {
+		if _, err := ensureCached(ctx, d, core.ConfigMaps(p.dp), harnessConfigMap(p), ro); err != nil {
 			return err
 		}
-		if _, err := ensure(ctx, core.Services(p.dp), harnessRevisionService(p), ro); err != nil {
+		if _, err := ensureCached(ctx, d, core.Services(p.dp), harnessRevisionService(p), ro); err != nil {
 			return err
 		}
 		// The one-use enrollment Secret: the node's identity when the
@@ -262,7 +262,7 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 		if err := d.provisionNode(ctx, p); err != nil {
 			return err
 		}
-		if _, err := ensure(ctx, d.c.AppsV1().Deployments(p.dp), d.harnessDeployment(p, keys), ro); err != nil {
+		if _, err := ensureCached(ctx, d, d.c.AppsV1().Deployments(p.dp), d.harnessDeployment(p, keys), ro); err != nil {
 			return err
 		}
 	}
@@ -292,7 +292,7 @@ func (d *Driver) prepareGateway(ctx context.Context, p *plan, keys []string) (bo
 			// model probe runs before that, in a probe Pod
 			return true, d.ensureProbe(ctx, p, keys)
 		}
-		_, err := ensure(ctx, deps, d.gatewayDeployment(p, keys, "", ""), p.own)
+		_, err := ensureKnown(ctx, deps, d.gatewayDeployment(p, keys, "", ""), p.own, true) // read NotFound above
 		return err == nil, err
 	}
 	// Dedicated: the candidate Gateway starts only once its Harness runs.
@@ -309,7 +309,7 @@ func (d *Driver) prepareGateway(ctx context.Context, p *plan, keys []string) (bo
 		if err != nil {
 			return false, err
 		}
-		_, err = ensure(ctx, deps, d.gatewayDeployment(p, keys, node, public), p.own)
+		_, err = ensureKnown(ctx, deps, d.gatewayDeployment(p, keys, node, public), p.own, true) // read NotFound above
 		return err == nil, err
 	}
 	if deploymentHealthy(cur) {
@@ -344,15 +344,33 @@ type getCreator[T metav1.Object] interface {
 // must carry exactly obj's owner, or the call fails closed with
 // FOREIGN_WORKLOAD. It returns the stored object.
 func ensure[T metav1.Object](ctx context.Context, c getCreator[T], obj T, o owner) (T, error) {
-	cur, err := c.Get(ctx, obj.GetName(), metav1.GetOptions{})
-	if err == nil {
-		if !o.owns(cur.GetLabels(), cur.GetAnnotations(), false) {
-			return cur, foreign(obj.GetNamespace(), obj.GetName())
+	return ensureKnown(ctx, c, obj, o, false)
+}
+
+// ensureCached is ensure for a kind the driver's caches hold: an object
+// the usable cache does not hold is created without reading it first.
+func ensureCached[T metav1.Object](ctx context.Context, d *Driver, c getCreator[T], obj T, o owner) (T, error) {
+	return ensureKnown(ctx, c, obj, o, d.absentInCache(obj))
+}
+
+// ensureKnown is ensure; absent says the caller already knows no object of
+// obj's name exists (its watch-fed cache holds none, or it just read
+// NotFound), so the object is created without reading it first. Were that
+// knowledge stale, the create's AlreadyExists leads to the read ensure
+// makes, and the owner check: a cache can cost a request, never skip a
+// check.
+func ensureKnown[T metav1.Object](ctx context.Context, c getCreator[T], obj T, o owner, absent bool) (T, error) {
+	if !absent {
+		cur, err := c.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if err == nil {
+			if !o.owns(cur.GetLabels(), cur.GetAnnotations(), false) {
+				return cur, foreign(obj.GetNamespace(), obj.GetName())
+			}
+			return cur, nil
 		}
-		return cur, nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return cur, transient(err)
+		if !apierrors.IsNotFound(err) {
+			return cur, transient(err)
+		}
 	}
 	stamp(obj) // what was rendered, for drift repair (repair.go)
 	created, err := c.Create(ctx, obj, metav1.CreateOptions{})
