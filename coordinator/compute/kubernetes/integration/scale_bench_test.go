@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
+	"oce.dev/oce/coordinator/compute/kubernetes/k8stest"
 	"oce.dev/oce/coordinator/server"
 	"oce.dev/oce/coordinator/state"
 )
@@ -101,6 +102,7 @@ func BenchmarkScale(b *testing.B) {
 				fmt.Fprintf(os.Stderr, "scale: "+format+"\n", args...)
 			}
 			for range b.N {
+				requireRoomFor(b, n+oneMoreSamples)
 				f := fleetState(b, n, min(100, n))
 				d, rec := observingDriverAt(b, true, deployQPS, 2*int(deployQPS), coordinator)
 				f.lead(b, d, rec)
@@ -167,6 +169,17 @@ func BenchmarkScale(b *testing.B) {
 			}
 		})
 	}
+}
+
+// requireRoomFor fails at once when the kwok node cannot schedule n
+// embedded Gateways at their requests (250m CPU, 1792Mi each), rather than
+// an hour later with Pods Pending.
+func requireRoomFor(b *testing.B, n int) {
+	node, err := env.Client.CoreV1().Nodes().Get(context.Background(), k8stest.NodeName, metav1.GetOptions{})
+	require.NoError(b, err)
+	cpu, mem := node.Status.Allocatable.Cpu().MilliValue(), node.Status.Allocatable.Memory().Value()
+	require.GreaterOrEqual(b, cpu/250, int64(n), "the kwok node's CPU holds %d Gateways", cpu/250)
+	require.GreaterOrEqual(b, mem/(1792<<20), int64(n), "the kwok node's memory holds %d Gateways", mem/(1792<<20))
 }
 
 // allObservedReady: every active Agent's health is ready.

@@ -358,9 +358,11 @@ func (e *Env) bootstrap(ctx context.Context, scPath string) error {
 	if _, err := e.Client.StorageV1().StorageClasses().Create(ctx, &sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("storage class: %w", err)
 	}
-	// Large enough for the scale benchmark's 10,000 Agents (kwok runs
-	// nothing: the figures are the scheduler's bookkeeping only).
-	caps := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2000"), corev1.ResourceMemory: resource.MustParse("16Ti"),
+	// Large enough for the scale benchmark's 10,000 Agents and then some
+	// (kwok runs nothing: the figures are the scheduler's bookkeeping
+	// only). An embedded Gateway requests 250m CPU and 1792Mi: 2,000 CPUs
+	// held only 8,000 of them, and the rest stayed Pending.
+	caps := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4000"), corev1.ResourceMemory: resource.MustParse("32Ti"),
 		corev1.ResourcePods: resource.MustParse("20000"), corev1.ResourceEphemeralStorage: resource.MustParse("1Pi")}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: NodeName,
