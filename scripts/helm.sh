@@ -10,44 +10,25 @@
 # compiled client-go/apimachinery packages are shared in GOCACHE with the
 # project's own build; docs/OPERATIONS.md has the measured cold figure.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib/gotool.sh"
 
 HELM_VERSION=v4.3.2
 
 GO="${GO:-go}"
 gover="$("$GO" env GOVERSION)"
-root="${XDG_CACHE_HOME:-$HOME/.cache}/oce/helm"
-dest="$root/$HELM_VERSION"
 
-complete() {
-	[[ -x "$dest/bin/helm" && -f "$dest/STAMP" ]] || return 1
-	[[ "$(cat "$dest/STAMP")" == "$(printf '%s\n%s' "$HELM_VERSION" "$gover")" ]]
+build() {
+	mkdir -p "$1/bin"
+	# `go install pkg@version` builds with Helm's own go.mod and go.sum
+	# (checked against the checksum database), outside this repository's module.
+	(
+		cd "$1"
+		GOFLAGS= GOBIN="$1/bin" "$GO" install \
+			-ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
+			"helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
+	)
+	"$1/bin/helm" version --short >&2
 }
 
-if complete; then echo "$dest/bin/helm"; exit 0; fi
-
-mkdir -p "$root"
-# One build at a time, even when several test binaries ask at once.
-exec 9>"$root/.lock"
-flock 9
-if complete; then echo "$dest/bin/helm"; exit 0; fi
-tmp="$(mktemp -d "$root/.build.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/bin"
-
-echo "helm: building helm $HELM_VERSION with $gover into $dest" >&2
-start=$SECONDS
-# `go install pkg@version` builds with Helm's own go.mod and go.sum (checked
-# against the checksum database), outside this repository's module.
-(
-	cd "$tmp"
-	GOFLAGS= GOBIN="$tmp/bin" "$GO" install \
-		-ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
-		"helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
-)
-"$tmp/bin/helm" version --short >&2
-printf '%s\n%s' "$HELM_VERSION" "$gover" >"$tmp/STAMP"
-rm -rf "$dest"
-mv "$tmp" "$dest"
-trap - EXIT
-echo "helm: built in $((SECONDS - start)) s" >&2
-echo "$dest/bin/helm"
+gotool_cached "helm $HELM_VERSION ($gover)" "${XDG_CACHE_HOME:-$HOME/.cache}/oce/helm/$HELM_VERSION" bin/helm \
+	"$(printf '%s\n%s' "$HELM_VERSION" "$gover")" build

@@ -15,6 +15,7 @@
 # checking and rule unit tests are untouched by it. The cold build (empty
 # GOCACHE and GOMODCACHE) is measured in docs/OPERATIONS.md "Monitoring".
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib/gotool.sh"
 
 PROMETHEUS_VERSION=v0.316.0
 
@@ -24,33 +25,17 @@ gover="$("$GO" env GOVERSION)"
 grep -q "github.com/prometheus/prometheus $PROMETHEUS_VERSION\$" "$here/go.mod" ||
 	{ echo "promtool: $here/go.mod does not pin prometheus $PROMETHEUS_VERSION" >&2; exit 1; }
 stamp="$( { echo "$PROMETHEUS_VERSION"; echo "$gover"; cat "$here/go.mod" "$here/go.sum" "$here/tools.go"; } | sha256sum | cut -c1-16)"
-root="${XDG_CACHE_HOME:-$HOME/.cache}/oce/promtool"
-dest="$root/$PROMETHEUS_VERSION-$stamp"
 
-complete() { [[ -f "$dest/STAMP" && -x "$dest/promtool" ]]; }
+build() {
+	(
+		cd "$here"
+		GOFLAGS=-mod=mod "$GO" build -trimpath -tags remove_all_sd \
+			-ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v} -X github.com/prometheus/common/version.Branch=module" \
+			-o "$1/promtool" github.com/prometheus/prometheus/cmd/promtool
+	)
+	"$1/promtool" --version >/dev/null
+}
 
-if complete; then echo "$dest/promtool"; exit 0; fi
-
-mkdir -p "$root"
-# One build at a time, even when several test binaries ask at once.
-exec 9>"$root/.lock"
-flock 9
-if complete; then echo "$dest/promtool"; exit 0; fi
-tmp="$(mktemp -d "$root/.build.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-
-echo "promtool: building prometheus $PROMETHEUS_VERSION cmd/promtool with $gover into $dest" >&2
-start=$SECONDS
-(
-	cd "$here"
-	GOFLAGS=-mod=mod "$GO" build -trimpath -tags remove_all_sd \
-		-ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v} -X github.com/prometheus/common/version.Branch=module" \
-		-o "$tmp/promtool" github.com/prometheus/prometheus/cmd/promtool
-)
-"$tmp/promtool" --version >/dev/null
-printf '%s\n%s\n' "$PROMETHEUS_VERSION" "$gover" >"$tmp/STAMP"
-rm -rf "$dest"
-mv "$tmp" "$dest"
-trap - EXIT
-echo "promtool: built in $((SECONDS - start)) s" >&2
-echo "$dest/promtool"
+gotool_cached "promtool (prometheus $PROMETHEUS_VERSION, $gover)" \
+	"${XDG_CACHE_HOME:-$HOME/.cache}/oce/promtool/$PROMETHEUS_VERSION-$stamp" promtool \
+	"$(printf '%s\n%s' "$PROMETHEUS_VERSION" "$gover")" build

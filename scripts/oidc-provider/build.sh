@@ -8,6 +8,7 @@
 # (last line); progress goes to stderr. It is one small program (the op package,
 # chi, go-jose, otel): far lighter than the k8s test environment.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/gotool.sh"
 
 ZITADEL_OIDC_VERSION=v3.52.0
 
@@ -17,27 +18,12 @@ gover="$("$GO" env GOVERSION)"
 grep -q "github.com/zitadel/oidc/v3 $ZITADEL_OIDC_VERSION\$" "$here/go.mod" ||
 	{ echo "oidc-provider: go.mod does not pin github.com/zitadel/oidc/v3 $ZITADEL_OIDC_VERSION" >&2; exit 1; }
 stamp="$( { echo "$ZITADEL_OIDC_VERSION"; echo "$gover"; cat "$here/go.mod" "$here/go.sum" "$here/main.go"; } | sha256sum | cut -c1-16)"
-root="${XDG_CACHE_HOME:-$HOME/.cache}/oce/oidc-provider"
-dest="$root/$ZITADEL_OIDC_VERSION-$stamp"
-bin="$dest/bin/oidc-provider"
 
-complete() { [[ -f "$dest/STAMP" && -x "$bin" ]]; }
+build() {
+	mkdir -p "$1/bin"
+	(cd "$here" && "$GO" build -mod=readonly -trimpath -ldflags "-s -w" -o "$1/bin/oidc-provider" .)
+}
 
-if complete; then echo "$bin"; exit 0; fi
-mkdir -p "$root"
-# One build at a time, even when several test binaries ask at once.
-exec 9>"$root/.lock"
-flock 9
-if complete; then echo "$bin"; exit 0; fi
-tmp="$(mktemp -d "$root/.build.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/bin"
-echo "oidc-provider: building zitadel/oidc $ZITADEL_OIDC_VERSION with $gover into $dest" >&2
-start=$SECONDS
-(cd "$here" && "$GO" build -mod=readonly -trimpath -ldflags "-s -w" -o "$tmp/bin/oidc-provider" .)
-printf '%s\n%s\n' "$ZITADEL_OIDC_VERSION" "$gover" >"$tmp/STAMP"
-rm -rf "$dest"
-mv "$tmp" "$dest"
-trap - EXIT
-echo "oidc-provider: built in $((SECONDS - start)) s" >&2
-echo "$bin"
+gotool_cached "oidc-provider (zitadel/oidc $ZITADEL_OIDC_VERSION, $gover)" \
+	"${XDG_CACHE_HOME:-$HOME/.cache}/oce/oidc-provider/$ZITADEL_OIDC_VERSION-$stamp" bin/oidc-provider \
+	"$(printf '%s\n%s' "$ZITADEL_OIDC_VERSION" "$gover")" build
