@@ -189,89 +189,111 @@ func loginMode(rev state.Revision) string {
 func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][]byte, keys []string) error {
 	core := d.c.CoreV1()
 	ao, ro := p.agentOwn, p.own
-
-	// Agent-owned identity, credentials and storage.
-	if _, err := ensure(ctx, core.ServiceAccounts(p.gw), serviceAccount(p.n.gateway, p.gw, ao), ao); err != nil {
-		return err
-	}
-	if _, err := ensure(ctx, core.Secrets(p.gw), secret(p.n.password, p.gw, ao,
-		map[string][]byte{contract.SecretGatewayPassword: randomToken(), contract.SecretStatusToken: randomToken()}), ao); err != nil {
-		return err
-	}
-	if _, err := ensure(ctx, core.PersistentVolumeClaims(p.gw), claim(p.n.gatewayState, p.gw, ao, GatewayStateClaimSize, d.cfg.StorageClass), ao); err != nil {
-		return err
-	}
-	if _, err := ensureCached(ctx, d, core.Services(p.gw), gatewayService(p, false), ao); err != nil {
-		return err
-	}
-	if p.topo == contract.DedicatedCodex {
-		if _, err := ensure(ctx, core.ServiceAccounts(p.dp), serviceAccount(p.n.agent, p.dp, ao), ao); err != nil {
-			return err
-		}
-		if _, err := ensure(ctx, core.PersistentVolumeClaims(p.dp), claim(p.n.workspace, p.dp, ao, WorkspaceClaimSize, d.cfg.StorageClass), ao); err != nil {
-			return err
-		}
-		// The transport Secret exists once per physical namespace with the
-		// same values: the two sides share no Secret reference.
-		gwT, err := ensure(ctx, core.Secrets(p.gw), secret(p.n.transport, p.gw, ao,
-			map[string][]byte{contract.SecretAppServerToken: randomToken(), contract.SecretPluginStatusKey: randomToken()}), ao)
-		if err != nil {
-			return err
-		}
-		if _, err := ensure(ctx, core.Secrets(p.dp), secret(p.n.transport, p.dp, ao, gwT.Data), ao); err != nil {
-			return err
-		}
-		if _, err := ensureCached(ctx, d, core.Services(p.dp), harnessService(p, false), ao); err != nil {
-			return err
-		}
-		if _, err := ensureCached(ctx, d, core.Services(p.gw), nodeRouteService(p), ao); err != nil {
-			return err
-		}
-	}
-
-	// Revision-owned configuration, model credential and policies. The
-	// Gateway gets the admitted document compiled for a custom endpoint;
-	// the Harness its native document as admitted.
 	gwConfig, err := gatewayConfigMap(p)
 	if err != nil {
 		return err
 	}
-	if _, err := ensureCached(ctx, d, core.ConfigMaps(p.gw), gwConfig, ro); err != nil {
-		return err
+	// Agent-owned identity, credentials, storage and routes; revision-owned
+	// configuration, model credential and policies (the Gateway gets the
+	// admitted document compiled for a custom endpoint, the Harness its
+	// native document as admitted). None reads another, so they are
+	// created in one wave (wave.go); the policies are among them, so no
+	// workload starts before its policies exist.
+	steps := []func() error{
+		func() error {
+			return ensureStep(ctx, core.ServiceAccounts(p.gw), serviceAccount(p.n.gateway, p.gw, ao), ao)
+		},
+		func() error {
+			return ensureStep(ctx, core.Secrets(p.gw), secret(p.n.password, p.gw, ao,
+				map[string][]byte{contract.SecretGatewayPassword: randomToken(), contract.SecretStatusToken: randomToken()}), ao)
+		},
+		func() error {
+			return ensureStep(ctx, core.PersistentVolumeClaims(p.gw), claim(p.n.gatewayState, p.gw, ao, GatewayStateClaimSize, d.cfg.StorageClass), ao)
+		},
+		func() error { return ensureCachedStep(ctx, d, core.Services(p.gw), gatewayService(p, false), ao) },
+		func() error { return ensureCachedStep(ctx, d, core.ConfigMaps(p.gw), gwConfig, ro) },
 	}
 	if len(keys) > 0 {
-		if _, err := ensure(ctx, core.Secrets(p.dp), secret(p.n.harnessSecrets, p.dp, ro, creds), ro); err != nil {
-			return err
-		}
+		steps = append(steps, func() error {
+			return ensureStep(ctx, core.Secrets(p.dp), secret(p.n.harnessSecrets, p.dp, ro, creds), ro)
+		})
 	}
 	for _, np := range d.revisionPolicies(p) {
-		if _, err := ensureCached(ctx, d, d.c.NetworkingV1().NetworkPolicies(np.Namespace), np, ro); err != nil {
-			return err
-		}
+		steps = append(steps, func() error {
+			return ensureCachedStep(ctx, d, d.c.NetworkingV1().NetworkPolicies(np.Namespace), np, ro)
+		})
 	}
 	if p.topo == contract.DedicatedCodex {
-		if _, err := ensureCached(ctx, d, core.ConfigMaps(p.dp), harnessConfigMap(p), ro); err != nil {
-			return err
-		}
-		if _, err := ensureCached(ctx, d, core.Services(p.dp), harnessRevisionService(p), ro); err != nil {
-			return err
-		}
+		steps = append(steps,
+			func() error {
+				return ensureStep(ctx, core.ServiceAccounts(p.dp), serviceAccount(p.n.agent, p.dp, ao), ao)
+			},
+			func() error {
+				return ensureStep(ctx, core.PersistentVolumeClaims(p.dp), claim(p.n.workspace, p.dp, ao, WorkspaceClaimSize, d.cfg.StorageClass), ao)
+			},
+			func() error {
+				// The transport Secret exists once per physical namespace
+				// with the same values: the two sides share no Secret
+				// reference, so the Harness side copies the Gateway side.
+				gwT, err := ensure(ctx, core.Secrets(p.gw), secret(p.n.transport, p.gw, ao,
+					map[string][]byte{contract.SecretAppServerToken: randomToken(), contract.SecretPluginStatusKey: randomToken()}), ao)
+				if err != nil {
+					return err
+				}
+				return ensureStep(ctx, core.Secrets(p.dp), secret(p.n.transport, p.dp, ao, gwT.Data), ao)
+			},
+			func() error { return ensureCachedStep(ctx, d, core.Services(p.dp), harnessService(p, false), ao) },
+			func() error { return ensureCachedStep(ctx, d, core.Services(p.gw), nodeRouteService(p), ao) },
+			func() error { return ensureCachedStep(ctx, d, core.ConfigMaps(p.dp), harnessConfigMap(p), ro) },
+			func() error { return ensureCachedStep(ctx, d, core.Services(p.dp), harnessRevisionService(p), ro) },
+		)
+	}
+	if err := wave(steps...); err != nil {
+		return err
+	}
+	if p.topo == contract.DedicatedCodex {
 		// The one-use enrollment Secret: the node's identity when the
 		// Agent has no node yet (so the Gateway starts pinned); the setup
 		// code is minted once the Gateway serving the bootstrap is ready.
 		if err := d.provisionNode(ctx, p); err != nil {
 			return err
 		}
-		if _, err := ensureCached(ctx, d, d.c.AppsV1().Deployments(p.dp), d.harnessDeployment(p, keys), ro); err != nil {
-			return err
-		}
+		return ensureCachedStep(ctx, d, d.c.AppsV1().Deployments(p.dp), d.harnessDeployment(p, keys), ro)
 	}
 	return nil
+}
+
+// ensureStep is ensure for a step that needs only its error.
+func ensureStep[T metav1.Object](ctx context.Context, c getCreator[T], obj T, o owner) error {
+	_, err := ensure(ctx, c, obj, o)
+	return err
+}
+
+// ensureCachedStep is ensureCached for a step that needs only its error.
+func ensureCachedStep[T metav1.Object](ctx context.Context, d *Driver, c getCreator[T], obj T, o owner) error {
+	_, err := ensureCached(ctx, d, c, obj, o)
+	return err
 }
 
 // prepareGateway reports done once the Gateway needs no further step.
 func (d *Driver) prepareGateway(ctx context.Context, p *plan, keys []string) (bool, error) {
 	deps := d.c.AppsV1().Deployments(p.gw)
+	if p.topo == contract.Embedded {
+		// A new Agent's Gateway: what the synced cache lacks is created
+		// without a read first (one round trip less before the Pod); were
+		// the cache stale, AlreadyExists leads to the read below.
+		dep := d.gatewayDeployment(p, keys, "", "")
+		if d.absentInCache(dep) {
+			stamp(dep)
+			_, err := deps.Create(ctx, dep, metav1.CreateOptions{})
+			if err == nil {
+				return true, nil
+			}
+			if !apierrors.IsAlreadyExists(err) {
+				return false, transient(err)
+			}
+		}
+	}
 	cur, err := deps.Get(ctx, p.n.gateway, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, transient(err)

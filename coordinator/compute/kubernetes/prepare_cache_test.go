@@ -5,9 +5,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"oce.dev/oce/coordinator/state"
 )
@@ -24,10 +28,9 @@ func gets(cs *fake.Clientset, from int) map[string]int {
 }
 
 // A revision prepared where the namespace's caches run creates the cached
-// kinds its caches do not hold without reading them first (the Gateway
-// Deployment is read once, for its staging decision, whatever the
-// caches); without caches
-// every object is read, then created. A foreign object the caches cannot
+// kinds its caches do not hold without reading them first, a new Agent's
+// Gateway Deployment among them; without caches every object is read, then
+// created. A foreign object the caches cannot
 // hold is still found: its create fails AlreadyExists and the read that
 // follows refuses it.
 func TestPrepareCreatesWhatTheCacheLacksWithoutReading(t *testing.T) {
@@ -36,7 +39,7 @@ func TestPrepareCreatesWhatTheCacheLacksWithoutReading(t *testing.T) {
 		cache bool
 		want  map[string]int // GETs of the cached kinds
 	}{
-		{"caches running", true, map[string]int{"deployments": 1}},
+		{"caches running", true, map[string]int{}},
 		{"no caches", false, map[string]int{"deployments": 1, "services": 1, "configmaps": 1, "networkpolicies": 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,6 +80,73 @@ func TestPrepareCreatesWhatTheCacheLacksWithoutReading(t *testing.T) {
 			_, err = cs.CoreV1().ConfigMaps(p3.gw).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm.Name, Namespace: cm.Namespace}}, metav1.CreateOptions{})
 			require.NoError(t, err)
 			require.ErrorIs(t, d.PrepareRevision(ctx, r3), ErrForeignWorkload)
+		})
+	}
+}
+
+// A Gateway Deployment the synced cache does not hold yet (a stale cache)
+// is still found: the create fails AlreadyExists, the read that follows
+// takes the usual path — a Deployment of the Agent's other revision is
+// staged (a probe, not replaced), a foreign one is refused.
+func TestPrepareGatewayStaleCacheFallsBackToRead(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		foreign bool
+		want    error
+	}{
+		{"the Agent's other revision", false, nil},
+		{"a foreign Deployment", true, ErrForeignWorkload},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			d, cs := newFake(t)
+			d.cfg.ObserveCache = true
+			t.Cleanup(d.Close)
+			r1 := embeddedRev("r1")
+			require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: r1.NamespaceID}))
+			require.NoError(t, d.PrepareRevision(ctx, r1))
+			p1, err := d.planFor(r1)
+			require.NoError(t, err)
+			watching(t, d, cs, p1.gw)
+
+			// a second Agent whose Gateway Deployment exists in the API
+			// server only: the cache has not seen it
+			r2 := embeddedRev("r2")
+			r2.AgentID = "a2"
+			p2, err := d.planFor(r2)
+			require.NoError(t, err)
+			r0 := r2
+			r0.ID = "r0"
+			p0, err := d.planFor(r0)
+			require.NoError(t, err)
+			existing := d.gatewayDeployment(p0, nil, "", "")
+			if tc.foreign {
+				existing.Labels, existing.Annotations = nil, nil
+			}
+			require.Equal(t, p2.n.gateway, existing.Name)
+			creates := 0
+			cs.PrependReactor("create", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName() != existing.Name {
+					return false, nil, nil
+				}
+				creates++
+				return true, nil, apierrors.NewAlreadyExists(appsv1.Resource("deployments"), existing.Name)
+			})
+			cs.PrependReactor("get", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.(k8stesting.GetAction).GetName() != existing.Name {
+					return false, nil, nil
+				}
+				return true, existing.DeepCopy(), nil
+			})
+			from := len(cs.Actions())
+			err = d.PrepareRevision(ctx, r2)
+			if tc.want != nil {
+				require.ErrorIs(t, err, tc.want)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, 1, creates, "the create was tried once, the cache lacking the Deployment")
+			require.Equal(t, 1, gets(cs, from)["deployments"], "then the Deployment was read")
 		})
 	}
 }
