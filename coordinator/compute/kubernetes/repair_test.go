@@ -565,7 +565,14 @@ func TestRepairDedicatedFromCache(t *testing.T) {
 	gw.Annotations[AnnotationRenderedHash] = "0123456789abcdef0123456789abcdef"
 	_, err = cs.AppsV1().Deployments(p.gw).Update(ctx, gw, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	cachesHold(t, d, cs, p.gw)
+	// the fake API server keeps no resource versions, so cachesHold cannot
+	// tell the edit arrived: compare the objects
+	gc := d.cacheFor(p.gw)
+	caughtUp(t, func() (any, any) {
+		c, _ := gc.depL.Deployments(p.gw).Get(p.n.gateway)
+		api, _ := cs.AppsV1().Deployments(p.gw).Get(ctx, p.n.gateway, metav1.GetOptions{})
+		return c, api
+	})
 	n = len(cs.Actions())
 	rs, err = d.RepairRevision(ctx, rev)
 	require.NoError(t, err)
@@ -580,7 +587,7 @@ func TestRepairDedicatedFromCache(t *testing.T) {
 	rs, err = d.RepairRevision(ctx, rev)
 	require.NoError(t, err)
 	require.Empty(t, rs)
-	require.True(t, did(cs, n, "get", "deployments"), "the node unknown: the API server decides")
+	require.True(t, did(cs, n, "get", "deployments"), "the node unknown: the API server decides: %v", cs.Actions()[n:])
 	require.Empty(t, writes(cs, n), "and leaves another rendering alone")
 
 	require.NoError(t, cs.AppsV1().Deployments(p.dp).Delete(ctx, p.n.harness, metav1.DeleteOptions{}))
