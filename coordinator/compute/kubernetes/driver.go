@@ -15,6 +15,7 @@ import (
 	"net"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -236,6 +237,8 @@ type Driver struct {
 	onChange   func(agentIDs []string)
 	changed    map[string]bool
 	changedAny bool
+
+	oneByOne atomic.Bool // prepare without waves: a benchmark's baseline (wave.go)
 }
 
 var _ compute.ChangeNotifier = (*Driver)(nil)

@@ -199,23 +199,30 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 	// native document as admitted). None reads another, so they are
 	// created in one wave (wave.go); the policies are among them, so no
 	// workload starts before its policies exist.
+	//
+	// Kinds no cache holds are read before they are created, unless the
+	// object is most likely new: the Agent's when the synced cache holds
+	// no Gateway of it (a new Agent), the revision's on its first
+	// preparation in this process. A wrong guess costs an AlreadyExists
+	// and then the read and owner check; a right one, a round trip.
+	newAgent := d.absentInCache(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: p.n.gateway, Namespace: p.gw}})
 	steps := []func() error{
 		func() error {
-			return ensureStep(ctx, core.ServiceAccounts(p.gw), serviceAccount(p.n.gateway, p.gw, ao), ao)
+			return ensureKnownStep(ctx, core.ServiceAccounts(p.gw), serviceAccount(p.n.gateway, p.gw, ao), ao, newAgent)
 		},
 		func() error {
-			return ensureStep(ctx, core.Secrets(p.gw), secret(p.n.password, p.gw, ao,
-				map[string][]byte{contract.SecretGatewayPassword: randomToken(), contract.SecretStatusToken: randomToken()}), ao)
+			return ensureKnownStep(ctx, core.Secrets(p.gw), secret(p.n.password, p.gw, ao,
+				map[string][]byte{contract.SecretGatewayPassword: randomToken(), contract.SecretStatusToken: randomToken()}), ao, newAgent)
 		},
 		func() error {
-			return ensureStep(ctx, core.PersistentVolumeClaims(p.gw), claim(p.n.gatewayState, p.gw, ao, GatewayStateClaimSize, d.cfg.StorageClass), ao)
+			return ensureKnownStep(ctx, core.PersistentVolumeClaims(p.gw), claim(p.n.gatewayState, p.gw, ao, GatewayStateClaimSize, d.cfg.StorageClass), ao, newAgent)
 		},
 		func() error { return ensureCachedStep(ctx, d, core.Services(p.gw), gatewayService(p, false), ao) },
 		func() error { return ensureCachedStep(ctx, d, core.ConfigMaps(p.gw), gwConfig, ro) },
 	}
 	if len(keys) > 0 {
 		steps = append(steps, func() error {
-			return ensureStep(ctx, core.Secrets(p.dp), secret(p.n.harnessSecrets, p.dp, ro, creds), ro)
+			return ensureKnownStep(ctx, core.Secrets(p.dp), secret(p.n.harnessSecrets, p.dp, ro, creds), ro, true) // new with its revision
 		})
 	}
 	for _, np := range d.revisionPolicies(p) {
@@ -226,21 +233,21 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 	if p.topo == contract.DedicatedCodex {
 		steps = append(steps,
 			func() error {
-				return ensureStep(ctx, core.ServiceAccounts(p.dp), serviceAccount(p.n.agent, p.dp, ao), ao)
+				return ensureKnownStep(ctx, core.ServiceAccounts(p.dp), serviceAccount(p.n.agent, p.dp, ao), ao, newAgent)
 			},
 			func() error {
-				return ensureStep(ctx, core.PersistentVolumeClaims(p.dp), claim(p.n.workspace, p.dp, ao, WorkspaceClaimSize, d.cfg.StorageClass), ao)
+				return ensureKnownStep(ctx, core.PersistentVolumeClaims(p.dp), claim(p.n.workspace, p.dp, ao, WorkspaceClaimSize, d.cfg.StorageClass), ao, newAgent)
 			},
 			func() error {
 				// The transport Secret exists once per physical namespace
 				// with the same values: the two sides share no Secret
 				// reference, so the Harness side copies the Gateway side.
-				gwT, err := ensure(ctx, core.Secrets(p.gw), secret(p.n.transport, p.gw, ao,
-					map[string][]byte{contract.SecretAppServerToken: randomToken(), contract.SecretPluginStatusKey: randomToken()}), ao)
+				gwT, err := ensureKnown(ctx, core.Secrets(p.gw), secret(p.n.transport, p.gw, ao,
+					map[string][]byte{contract.SecretAppServerToken: randomToken(), contract.SecretPluginStatusKey: randomToken()}), ao, newAgent)
 				if err != nil {
 					return err
 				}
-				return ensureStep(ctx, core.Secrets(p.dp), secret(p.n.transport, p.dp, ao, gwT.Data), ao)
+				return ensureKnownStep(ctx, core.Secrets(p.dp), secret(p.n.transport, p.dp, ao, gwT.Data), ao, newAgent)
 			},
 			func() error { return ensureCachedStep(ctx, d, core.Services(p.dp), harnessService(p, false), ao) },
 			func() error { return ensureCachedStep(ctx, d, core.Services(p.gw), nodeRouteService(p), ao) },
@@ -248,7 +255,11 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 			func() error { return ensureCachedStep(ctx, d, core.Services(p.dp), harnessRevisionService(p), ro) },
 		)
 	}
-	if err := wave(steps...); err != nil {
+	run := wave
+	if d.oneByOne.Load() {
+		run = oneAfterAnother
+	}
+	if err := run(steps...); err != nil {
 		return err
 	}
 	if p.topo == contract.DedicatedCodex {
@@ -263,9 +274,9 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 	return nil
 }
 
-// ensureStep is ensure for a step that needs only its error.
-func ensureStep[T metav1.Object](ctx context.Context, c getCreator[T], obj T, o owner) error {
-	_, err := ensure(ctx, c, obj, o)
+// ensureKnownStep is ensureKnown for a step that needs only its error.
+func ensureKnownStep[T metav1.Object](ctx context.Context, c getCreator[T], obj T, o owner, absent bool) error {
+	_, err := ensureKnown(ctx, c, obj, o, absent)
 	return err
 }
 

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,8 +30,11 @@ func gets(cs *fake.Clientset, from int) map[string]int {
 
 // A revision prepared where the namespace's caches run creates the cached
 // kinds its caches do not hold without reading them first, a new Agent's
-// Gateway Deployment among them; without caches every object is read, then
-// created. A foreign object the caches cannot
+// Gateway Deployment among them — and, the cache holding no Gateway of the
+// Agent, its identity, password Secret and claim too; without caches every
+// object is read, then created, but the revision's own credential Secret
+// (new with its revision). A later revision of the same Agent reads the
+// Agent's objects it finds. A foreign object the caches cannot
 // hold is still found: its create fails AlreadyExists and the read that
 // follows refuses it.
 func TestPrepareCreatesWhatTheCacheLacksWithoutReading(t *testing.T) {
@@ -40,7 +44,8 @@ func TestPrepareCreatesWhatTheCacheLacksWithoutReading(t *testing.T) {
 		want  map[string]int // GETs of the cached kinds
 	}{
 		{"caches running", true, map[string]int{}},
-		{"no caches", false, map[string]int{"deployments": 1, "services": 1, "configmaps": 1, "networkpolicies": 2}},
+		{"no caches", false, map[string]int{"deployments": 1, "services": 1, "configmaps": 1, "networkpolicies": 2,
+			"serviceaccounts": 1, "secrets": 1, "persistentvolumeclaims": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -62,13 +67,37 @@ func TestPrepareCreatesWhatTheCacheLacksWithoutReading(t *testing.T) {
 			from := len(cs.Actions())
 			require.NoError(t, d.PrepareRevision(ctx, r2))
 			got := gets(cs, from)
-			for _, kind := range []string{"deployments", "services", "configmaps", "networkpolicies"} {
+			for _, kind := range agentKinds {
 				require.Equal(t, tc.want[kind], got[kind], "GETs of %s", kind)
 			}
 			p2, err := d.planFor(r2)
 			require.NoError(t, err)
 			_, err = cs.AppsV1().Deployments(p2.gw).Get(ctx, p2.n.gateway, metav1.GetOptions{})
 			require.NoError(t, err, "the Gateway Deployment was created")
+
+			// the Agent's next revision: its Agent-owned objects exist
+			// and are read, not created
+			r2b := r2
+			r2b.ID = "r2b"
+			if tc.cache {
+				pb, err := d.planFor(r2b)
+				require.NoError(t, err)
+				require.Eventually(t, func() bool {
+					return !d.absentInCache(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: pb.n.gateway, Namespace: pb.gw}})
+				},
+					5*time.Second, 5*time.Millisecond, "the cache holds the Gateway")
+			}
+			from = len(cs.Actions())
+			require.NoError(t, d.PrepareRevision(ctx, r2b))
+			got = gets(cs, from)
+			for _, kind := range []string{"serviceaccounts", "persistentvolumeclaims"} {
+				require.Equal(t, 1, got[kind], "GETs of %s", kind)
+			}
+			for _, a := range cs.Actions()[from:] {
+				if a.GetVerb() == "create" {
+					require.NotContains(t, []string{"serviceaccounts", "persistentvolumeclaims"}, a.GetResource().Resource, "an existing Agent object created again")
+				}
+			}
 
 			// a foreign ConfigMap where a third Agent's goes
 			r3 := embeddedRev("r3")
@@ -83,6 +112,9 @@ func TestPrepareCreatesWhatTheCacheLacksWithoutReading(t *testing.T) {
 		})
 	}
 }
+
+// agentKinds are the kinds whose reads TestPrepareCreatesWhatTheCacheLacksWithoutReading counts.
+var agentKinds = []string{"deployments", "services", "configmaps", "networkpolicies", "serviceaccounts", "secrets", "persistentvolumeclaims"}
 
 // A Gateway Deployment the synced cache does not hold yet (a stale cache)
 // is still found: the create fails AlreadyExists, the read that follows

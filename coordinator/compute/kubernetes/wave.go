@@ -35,3 +35,19 @@ func wave(steps ...func() error) error {
 	}
 	return first
 }
+
+// oneAfterAnother runs steps in order, stopping at the first error: how a
+// revision was prepared before waves.
+func oneAfterAnother(steps ...func() error) error {
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetPrepareOneByOne makes d create a revision's independent objects one
+// after another instead of in one wave: the baseline BenchmarkPodCreated
+// measures waves against in the same run. Not for production use.
+func (d *Driver) SetPrepareOneByOne(v bool) { d.oneByOne.Store(v) }
