@@ -49,16 +49,18 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 			return nil
 		}
 	}
-	if err := d.requireNamespace(ctx, rev.NamespaceID, false); err != nil {
-		return err
+	// The namespaces' checks and the credential's resolution are reads of
+	// their own: one wave. Nothing is written before both pass.
+	var creds map[string][]byte
+	var keys []string
+	checks := []func() error{
+		func() error { return d.requireNamespace(ctx, rev.NamespaceID, false) },
+		func() (err error) { creds, keys, err = d.credentials(ctx, rev); return err },
 	}
 	if p.topo == contract.DedicatedCodex {
-		if err := d.requireNamespace(ctx, rev.NamespaceID, true); err != nil {
-			return err
-		}
+		checks = append(checks, func() error { return d.requireNamespace(ctx, rev.NamespaceID, true) })
 	}
-	creds, keys, err := d.credentials(ctx, rev)
-	if err != nil {
+	if err := wave(checks...); err != nil {
 		return err
 	}
 	if d.preparedLevel(rev.ID) < levelObjects {
