@@ -222,17 +222,28 @@ func startCluster(t testing.TB, o clusterOpts) *cluster {
 		c.Nodes = append(c.Nodes, n)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			// a member that seems stuck says where: SIGQUIT makes the Go
+			// runtime write every goroutine's stack to its log
+			for _, n := range c.Nodes {
+				n.dumpGoroutines()
+			}
+		}
 		for _, n := range c.Nodes {
 			n.kill()
 		}
 		if t.Failed() {
 			for _, n := range c.Nodes {
 				b, _ := os.ReadFile(n.LogPath)
-				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+				log, dump, _ := strings.Cut(string(b), "\nSIGQUIT: quit")
+				lines := strings.Split(strings.TrimSpace(log), "\n")
 				if len(lines) > 40 {
 					lines = lines[len(lines)-40:]
 				}
 				t.Logf("--- %s log tail ---\n%s", n.ID, strings.Join(lines, "\n"))
+				if dump != "" {
+					t.Logf("--- %s goroutines at the failure (SIGQUIT) ---\n%s", n.ID, goroutinesOfInterest(dump))
+				}
 			}
 		}
 	})
@@ -299,6 +310,23 @@ func (n *node) signal(sig syscall.Signal) {
 	}
 	_ = cmd.Process.Signal(sig)
 	<-done
+}
+
+// dumpGoroutines SIGQUITs the process (the Go runtime writes every
+// goroutine's stack to its log and exits) and waits for it a while; kill
+// follows either way.
+func (n *node) dumpGoroutines() {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
 }
 
 func (n *node) exitCode() int {
@@ -523,4 +551,19 @@ func (n *node) loggedWork(t testing.TB, msg string) []string {
 		}
 	}
 	return out
+}
+
+// goroutinesOfInterest keeps, of a SIGQUIT dump, the goroutines running
+// oce's own code (the runtime's, net/http's idle ones and raft's are many
+// and rarely where a test is stuck), so a failure's log says where the
+// member waited.
+func goroutinesOfInterest(dump string) string {
+	var keep []string
+	for _, g := range strings.Split(dump, "\n\n") {
+		if strings.Contains(g, "oce.dev/oce/coordinator/engine") || strings.Contains(g, "oce.dev/oce/coordinator/store") ||
+			strings.Contains(g, "oce.dev/oce/coordinator/api") || strings.Contains(g, "sync.(*Mutex)") || strings.Contains(g, "sync.(*RWMutex)") {
+			keep = append(keep, g)
+		}
+	}
+	return strings.Join(keep, "\n\n")
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,7 +18,9 @@ func TestSingleNodeDeployAndRestart(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var s snapshotOf
-	require.Eventually(t, func() bool { s = c.read(ctx, t, c.Nodes[0]); return s.serving() }, clusterWait, 50*time.Millisecond)
+	if !assert.Eventually(t, func() bool { s = c.read(ctx, t, c.Nodes[0]); return s.serving() }, clusterWait, 50*time.Millisecond) {
+		t.Fatalf("not serving: %s", s.notServing())
+	}
 	s.checkInvariants(t, 5)
 	want := c.converged(c.Nodes)
 

@@ -196,6 +196,19 @@ func (s snapshotOf) serving() bool {
 	return s.settled()
 }
 
+// notServing says what keeps the state from serving ("" when nothing).
+func (s snapshotOf) notServing() string {
+	for _, a := range s.agents {
+		if a.Status == nil {
+			return "agent " + a.Name + " has no status"
+		}
+		if a.Status.State != wire.AgentServing {
+			return "agent " + a.Name + " is " + a.Status.State
+		}
+	}
+	return s.unsettled()
+}
+
 // unsettled says what keeps the state from being settled ("" when nothing).
 func (s snapshotOf) unsettled() string {
 	for _, a := range s.agents {
