@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,7 +89,9 @@ func scaleDeployQPS(b *testing.B) float32 {
 // rest the requests/s it sends — counted by its client and by the API
 // server's audit log of its user — its CPU (share of one core) and
 // resident set, and for five more deploys in turn (medians) the time to
-// the Pod created and to active.
+// the Pod created and to active. With OCE_SCALE_PROFILE_DIR set, the new
+// leader's way to current and its window at rest are CPU-profiled there
+// (the profiler's own cost, ~1 % of a core, then counts in the CPU figure).
 func BenchmarkScale(b *testing.B) {
 	deployQPS := scaleDeployQPS(b)
 	coordinator := env.CoordinatorConfig()
@@ -114,19 +118,23 @@ func BenchmarkScale(b *testing.B) {
 				// a leader change: a new leader at production settings
 				f.stop()
 				d, rec = observingDriverAt(b, true, server.DefaultKubeQPS, server.DefaultKubeBurst, coordinator)
+				stopProfile := scaleProfile(b, fmt.Sprintf("new-leader-%d", n))
 				start := time.Now()
 				f.lead(b, d, rec)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 				require.NoError(b, f.e.WaitQuiescent(ctx), "the new leader current")
 				cancel()
+				stopProfile()
 				current, leaderReqs := time.Since(start), rec.count()
 				say("N=%d new leader: current in %v, %d requests", n, current, leaderReqs)
 
 				const window = 60 * time.Second
 				rec.reset()
+				stopProfile = scaleProfile(b, fmt.Sprintf("at-rest-%d", n))
 				cpu0, t0 := cpuTime(b), time.Now()
 				time.Sleep(window) // a rate over a window: nothing to wait for
 				reqs, cpu, t1 := rec.count(), cpuTime(b)-cpu0, time.Now()
+				stopProfile()
 				wall := t1.Sub(t0)
 				mem := rss(b)
 				// The deploying leader ran in this process: what its heap
@@ -168,6 +176,25 @@ func BenchmarkScale(b *testing.B) {
 				b.ReportMetric(float64(leaderReqs), "new-leader-requests")
 			}
 		})
+	}
+}
+
+// scaleProfile starts a CPU profile of one phase into
+// $OCE_SCALE_PROFILE_DIR/<name>.pprof when that is set (what the leader
+// spends at rest or while it becomes current, for `go tool pprof`), and
+// returns what ends it; without it, nothing.
+func scaleProfile(b *testing.B, name string) (stop func()) {
+	dir := os.Getenv("OCE_SCALE_PROFILE_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	require.NoError(b, os.MkdirAll(dir, 0o755))
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	require.NoError(b, err)
+	require.NoError(b, pprof.StartCPUProfile(f))
+	return func() {
+		pprof.StopCPUProfile()
+		require.NoError(b, f.Close())
 	}
 }
 
