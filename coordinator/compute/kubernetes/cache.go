@@ -118,6 +118,7 @@ func (d *Driver) cacheFor(ns string) *nsCache {
 		}))
 	c := &nsCache{factory: f, stop: make(chan struct{}), startedAt: time.Now(), keys: map[string]revisionKeys{}}
 	c.pods = f.Core().V1().Pods().Informer()
+	_ = c.pods.AddIndexers(cache.Indexers{agentIndex: indexByAgent}) // before it starts: cannot fail (podindex.go)
 	c.deploys = f.Apps().V1().Deployments().Informer()
 	c.services = f.Core().V1().Services().Informer()
 	c.configs = f.Core().V1().ConfigMaps().Informer()
@@ -344,7 +345,7 @@ func cached[T any](obj T, err error) (T, bool) {
 // podList renders the cached Pods of ns carrying want as the list a LIST
 // with that selector returns.
 func (c *nsCache) podList(ns string, want map[string]string) *corev1.PodList {
-	pods, _ := c.podL.Pods(ns).List(labels.SelectorFromSet(want))
+	pods := podsMatching(c.pods.GetIndexer(), ns, want)
 	l := &corev1.PodList{Items: make([]corev1.Pod, 0, len(pods))}
 	for _, p := range pods {
 		l.Items = append(l.Items, *p)
