@@ -65,6 +65,7 @@ func observingDriverAt(t testing.TB, cache bool, qps float32, burst int, base *r
 	c.ClientQPS = float64(cfg.QPS) // as the server sets it
 	wc := rest.CopyConfig(cfg)     // and the caches' unthrottled client (recorded too)
 	wc.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	wc.DisableCompression = true // as the server sets it
 	c.WatchClient, err = kubernetes.NewForConfig(wc)
 	require.NoError(t, err)
 	d, err := kdriver.New(c, cs)
