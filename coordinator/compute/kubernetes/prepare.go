@@ -207,7 +207,7 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 	// no Gateway of it (a new Agent), the revision's on its first
 	// preparation in this process. A wrong guess costs an AlreadyExists
 	// and then the read and owner check; a right one, a round trip.
-	newAgent := d.absentInCache(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: p.n.gateway, Namespace: p.gw}})
+	newAgent := d.gatewayAbsent(p)
 	steps := []func() error{
 		func() error {
 			return ensureKnownStep(ctx, core.ServiceAccounts(p.gw), serviceAccount(p.n.gateway, p.gw, ao), ao, newAgent)
@@ -276,6 +276,12 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 	return nil
 }
 
+// gatewayAbsent reports whether the Agent's synced Gateway cache holds no
+// Gateway Deployment of it: a new Agent, most likely.
+func (d *Driver) gatewayAbsent(p *plan) bool {
+	return d.absentInCache(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: p.n.gateway, Namespace: p.gw}})
+}
+
 // ensureKnownStep is ensureKnown for a step that needs only its error.
 func ensureKnownStep[T metav1.Object](ctx context.Context, c getCreator[T], obj T, o owner, absent bool) error {
 	_, err := ensureKnown(ctx, c, obj, o, absent)
@@ -291,20 +297,18 @@ func ensureCachedStep[T metav1.Object](ctx context.Context, d *Driver, c getCrea
 // prepareGateway reports done once the Gateway needs no further step.
 func (d *Driver) prepareGateway(ctx context.Context, p *plan, keys []string) (bool, error) {
 	deps := d.c.AppsV1().Deployments(p.gw)
-	if p.topo == contract.Embedded {
+	if p.topo == contract.Embedded && d.gatewayAbsent(p) {
 		// A new Agent's Gateway: what the synced cache lacks is created
 		// without a read first (one round trip less before the Pod); were
 		// the cache stale, AlreadyExists leads to the read below.
 		dep := d.gatewayDeployment(p, keys, "", "")
-		if d.absentInCache(dep) {
-			stamp(dep)
-			_, err := deps.Create(ctx, dep, metav1.CreateOptions{})
-			if err == nil {
-				return true, nil
-			}
-			if !apierrors.IsAlreadyExists(err) {
-				return false, transient(err)
-			}
+		stamp(dep)
+		_, err := deps.Create(ctx, dep, metav1.CreateOptions{})
+		if err == nil {
+			return true, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return false, transient(err)
 		}
 	}
 	cur, err := deps.Get(ctx, p.n.gateway, metav1.GetOptions{})

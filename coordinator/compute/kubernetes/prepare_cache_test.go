@@ -28,6 +28,26 @@ func gets(cs *fake.Clientset, from int) map[string]int {
 	return n
 }
 
+// firstAgentPrepared is a driver whose Namespace ns1 holds one prepared
+// embedded Agent (a1, revision r1), the namespace's caches running when
+// cache is set.
+func firstAgentPrepared(t *testing.T, cache bool) (*Driver, *fake.Clientset) {
+	t.Helper()
+	ctx := context.Background()
+	d, cs := newFake(t)
+	d.cfg.ObserveCache = cache
+	t.Cleanup(d.Close)
+	r1 := embeddedRev("r1")
+	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: r1.NamespaceID}))
+	require.NoError(t, d.PrepareRevision(ctx, r1))
+	p1, err := d.planFor(r1)
+	require.NoError(t, err)
+	if cache {
+		watching(t, d, cs, p1.gw)
+	}
+	return d, cs
+}
+
 // A revision prepared where the namespace's caches run creates the cached
 // kinds its caches do not hold without reading them first, a new Agent's
 // Gateway Deployment among them — and, the cache holding no Gateway of the
@@ -49,17 +69,7 @@ func TestPrepareCreatesWhatTheCacheLacksWithoutReading(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			d, cs := newFake(t)
-			d.cfg.ObserveCache = tc.cache
-			t.Cleanup(d.Close)
-			r1 := embeddedRev("r1")
-			require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: r1.NamespaceID}))
-			require.NoError(t, d.PrepareRevision(ctx, r1))
-			p1, err := d.planFor(r1)
-			require.NoError(t, err)
-			if tc.cache {
-				watching(t, d, cs, p1.gw)
-			}
+			d, cs := firstAgentPrepared(t, tc.cache)
 
 			// another Agent of the same Namespace: every object is new
 			r2 := embeddedRev("r2")
@@ -83,7 +93,7 @@ func TestPrepareCreatesWhatTheCacheLacksWithoutReading(t *testing.T) {
 				pb, err := d.planFor(r2b)
 				require.NoError(t, err)
 				require.Eventually(t, func() bool {
-					return !d.absentInCache(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: pb.n.gateway, Namespace: pb.gw}})
+					return !d.gatewayAbsent(pb)
 				},
 					5*time.Second, 5*time.Millisecond, "the cache holds the Gateway")
 			}
@@ -131,15 +141,7 @@ func TestPrepareGatewayStaleCacheFallsBackToRead(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			d, cs := newFake(t)
-			d.cfg.ObserveCache = true
-			t.Cleanup(d.Close)
-			r1 := embeddedRev("r1")
-			require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: r1.NamespaceID}))
-			require.NoError(t, d.PrepareRevision(ctx, r1))
-			p1, err := d.planFor(r1)
-			require.NoError(t, err)
-			watching(t, d, cs, p1.gw)
+			d, cs := firstAgentPrepared(t, true)
 
 			// a second Agent whose Gateway Deployment exists in the API
 			// server only: the cache has not seen it
