@@ -81,12 +81,13 @@ func (o *observations) record(agentID, revision string, at time.Time, watched bo
 	o.last[agentID] = seen{at: at, revision: revision, watched: watched}
 }
 
-// keep forgets every Agent not in active (deleted, stopped).
-func (o *observations) keep(active map[string]bool) {
+// keep forgets every Agent not in active (deleted, stopped): Agent →
+// its active revision, as state.Machine.ActiveRevisions lists them.
+func (o *observations) keep(active map[string]string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for id := range o.last {
-		if !active[id] {
+		if _, ok := active[id]; !ok {
 			delete(o.last, id)
 		}
 	}

@@ -119,12 +119,11 @@ func (e *Engine) maintain(ctx context.Context) {
 func (e *Engine) observeHealth(ctx context.Context, dirty map[string]bool, full bool) (whole bool) {
 	m := e.p.Machine()
 	now := e.clk.Now()
-	active := map[string]bool{}
+	active := m.ActiveRevisions() // shared: read only
 	sem := make(chan struct{}, healthWorkers)
 	var wg sync.WaitGroup
 	whole = true
-	for id, revID := range m.ActiveRevisions() {
-		active[id] = true
+	for id, revID := range active {
 		// Only an Agent of this target is ever recorded watched, so one
 		// not due is this target's; the Agent and its revision are read
 		// only when due.

@@ -15,6 +15,14 @@ type Machine struct {
 	applied uint64        // successful applies since creation or restore; not replicated state
 	changed chan struct{} // closed and replaced after every successful apply
 	idGen   uint64        // changes of identity data on this replica (IdentityGeneration)
+
+	// writes counts every apply, failed or not, and restore: the memo of
+	// ActiveRevisions (reads.go) is valid while it is activeAt. memoMu
+	// guards the memo.
+	writes   uint64
+	memoMu   sync.Mutex
+	activeAt uint64
+	active   map[string]string
 }
 
 // data is the replicated content; the snapshot is its canonical encoding.

@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -693,4 +694,29 @@ func teamMachine(t *testing.T) (*Machine, func(Named, any) (any, error)) {
 	_, err := apply(CmdCreateNamespace, CreateNamespace{ID: "n1", Name: "team"})
 	require.NoError(t, err)
 	return m, apply
+}
+
+// TestActiveRevisionsFollowEveryChange: the shared list of active
+// revisions is rebuilt after every change that can alter it — an
+// activation, a delete request, a restore — and is the same map while
+// nothing changes.
+func TestActiveRevisionsFollowEveryChange(t *testing.T) {
+	f := newFx(t)
+	require.Empty(t, f.m.ActiveRevisions())
+	f.activated()
+	first := f.m.ActiveRevisions()
+	require.Equal(t, map[string]string{"a1": "r1"}, first)
+	again := f.m.ActiveRevisions()
+	require.True(t, reflect.ValueOf(first).UnsafePointer() == reflect.ValueOf(again).UnsafePointer(),
+		"unchanged state: the same map, not another")
+
+	snap, err := f.m.MarshalSnapshot()
+	require.NoError(t, err)
+	_, err = f.apply(CmdActivateRevision, ActivateRevision{ClaimRef: ref("nope", "o")}) // refused
+	require.Error(t, err)
+	require.Equal(t, map[string]string{"a1": "r1"}, f.m.ActiveRevisions())
+	f.must(CmdRequestDelete, RequestDelete{AgentID: "a1", WorkID: "d1"})
+	require.Empty(t, f.m.ActiveRevisions(), "an Agent being deleted is not listed")
+	require.NoError(t, f.m.RestoreSnapshot(snap))
+	require.Equal(t, map[string]string{"a1": "r1"}, f.m.ActiveRevisions(), "a restore lists the restored state")
 }
