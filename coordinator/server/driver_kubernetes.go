@@ -14,7 +14,6 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/flowcontrol"
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/compute/kubernetes"
@@ -113,15 +112,8 @@ func newKubernetesDriver(cfg Config) (compute.Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: kubernetes driver: %w", err)
 	}
-	// The caches' lists and watches: few, long-lived, and never to wait
-	// behind the rate-limited requests of a deploy storm.
-	wc := rest.CopyConfig(rc)
-	wc.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
-	// A new leader's lists (every oce object of every namespace) arrive
-	// gzipped by default; unpacking them was a third of its CPU on the way
-	// to current (BenchmarkScale's profile). Inside a cluster the bytes are
-	// cheaper than the CPU.
-	wc.DisableCompression = true
+	// The caches' lists and watches (their own client: kubernetes.WatchClientConfig).
+	wc := kubernetes.WatchClientConfig(rc)
 	watchClient, err := k8s.NewForConfig(wc)
 	if err != nil {
 		return nil, fmt.Errorf("server: kubernetes driver: %w", err)

@@ -25,7 +25,7 @@ func newFake(t *testing.T) (*Driver, *fake.Clientset) {
 	return d, cs
 }
 
-func newFakeStatus(t *testing.T) (*Driver, *fake.Clientset, *fakeStatus) {
+func newFakeStatus(t testing.TB) (*Driver, *fake.Clientset, *fakeStatus) {
 	t.Helper()
 	cs := newClientset()
 	st := &fakeStatus{now: time.UnixMilli(1_000_000)}
@@ -90,7 +90,7 @@ func TestEnsureNamespaceLabelsAndForeign(t *testing.T) {
 	require.ErrorIs(t, d.EnsureNamespace(ctx, state.Namespace{ID: "not a label/value"}), ErrInvalidTarget)
 }
 
-func gatewayOf(t *testing.T, cs *fake.Clientset, ns string) *appsv1.Deployment {
+func gatewayOf(t testing.TB, cs *fake.Clientset, ns string) *appsv1.Deployment {
 	t.Helper()
 	dep, err := cs.AppsV1().Deployments(ns).Get(context.Background(), namesFor("a1", "").gateway, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -164,7 +164,7 @@ func TestPrepareEmbeddedRendersOneGateway(t *testing.T) {
 	require.Equal(t, n.gateway, svc.Spec.Selector[LabelName])
 }
 
-func addPod(t *testing.T, cs *fake.Clientset, ns, name string, lbl map[string]string, ready bool) {
+func addPod(t testing.TB, cs *fake.Clientset, ns, name string, lbl map[string]string, ready bool) {
 	t.Helper()
 	st := corev1.ConditionFalse
 	if ready {

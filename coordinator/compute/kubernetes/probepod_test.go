@@ -60,7 +60,7 @@ func activeEmbedded(t *testing.T, d *Driver, cs *fake.Clientset) *plan {
 }
 
 // prepared runs one preparation pass of rev and returns its plan.
-func prepared(t *testing.T, d *Driver, rev state.Revision) *plan {
+func prepared(t testing.TB, d *Driver, rev state.Revision) *plan {
 	t.Helper()
 	require.NoError(t, d.PrepareRevision(context.Background(), rev))
 	p, err := d.planFor(rev)

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
 
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/server"
@@ -63,10 +62,8 @@ func observingDriverAt(t testing.TB, cache bool, qps float32, burst int, base *r
 	c := driverConfig(newFakeGateway(true))
 	c.ObserveCache = cache
 	c.ClientQPS = float64(cfg.QPS) // as the server sets it
-	wc := rest.CopyConfig(cfg)     // and the caches' unthrottled client (recorded too)
-	wc.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
-	wc.DisableCompression = true // as the server sets it
-	c.WatchClient, err = kubernetes.NewForConfig(wc)
+	// and the caches' client as the server derives it (recorded too)
+	c.WatchClient, err = kubernetes.NewForConfig(kdriver.WatchClientConfig(cfg))
 	require.NoError(t, err)
 	d, err := kdriver.New(c, cs)
 	require.NoError(t, err)
