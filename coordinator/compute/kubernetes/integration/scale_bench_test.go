@@ -129,8 +129,9 @@ func scaleDeployQPS(b *testing.B) float32 {
 // minute after current and in the second, each with the garbage
 // collector's part) and resident set, and for five more deploys in turn (medians) the time to
 // the Pod created and to active. With OCE_SCALE_PROFILE_DIR set, the new
-// leader's way to current and its window at rest are CPU-profiled there
-// (the profiler's own cost, ~1 % of a core, then counts in the CPU figure).
+// leader's way to current and its first minute at rest are CPU-profiled
+// there (the profiler's own cost, ~1 % of a core, then counts in that
+// minute's CPU figure), and its live heap is written after.
 func BenchmarkScale(b *testing.B) {
 	deployQPS := scaleDeployQPS(b)
 	coordinator := env.CoordinatorConfig()
@@ -186,6 +187,7 @@ func BenchmarkScale(b *testing.B) {
 				// collection returns freed memory to the OS.
 				debug.FreeOSMemory()
 				memLive := rss(b)
+				scaleHeapProfile(b, fmt.Sprintf("heap-%d", n))
 				served, err := env.CoordinatorRequests(t0, t1)
 				require.NoError(b, err)
 				notReady := 0
@@ -242,6 +244,19 @@ func scaleProfile(b *testing.B, name string) (stop func()) {
 		pprof.StopCPUProfile()
 		require.NoError(b, f.Close())
 	}
+}
+
+// scaleHeapProfile writes what the heap holds live into
+// $OCE_SCALE_PROFILE_DIR/<name>.pprof when that is set.
+func scaleHeapProfile(b *testing.B, name string) {
+	dir := os.Getenv("OCE_SCALE_PROFILE_DIR")
+	if dir == "" {
+		return
+	}
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	require.NoError(b, err)
+	require.NoError(b, pprof.Lookup("heap").WriteTo(f, 0))
+	require.NoError(b, f.Close())
 }
 
 // requireRoomFor fails at once when the kwok node cannot schedule n
