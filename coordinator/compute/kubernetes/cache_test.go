@@ -326,9 +326,7 @@ func TestObserveCache(t *testing.T) {
 // check.
 func TestObserveCacheDedicated(t *testing.T) {
 	ctx := context.Background()
-	d, cs, st := newFakeStatus(t)
-	d.cfg.ObserveCache = true
-	t.Cleanup(d.Close)
+	d, cs, st := newCachedFake(t)
 	reads := countReads(cs)
 	rd := dedicatedRev("d1")
 	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: rd.NamespaceID}))
@@ -369,9 +367,7 @@ func TestObserveCacheDedicated(t *testing.T) {
 // Agent whose Pods changed.
 func TestCacheChangesNotify(t *testing.T) {
 	ctx := context.Background()
-	d, cs, _ := newFakeStatus(t)
-	d.cfg.ObserveCache = true
-	t.Cleanup(d.Close)
+	d, cs, _ := newCachedFake(t)
 	var told atomic.Int64
 	wake := make(chan struct{}, 64)
 	var mu sync.Mutex
@@ -434,9 +430,7 @@ func TestCacheChangesNotify(t *testing.T) {
 // negative and unusable caches go to the API server.
 func TestPendingFromCache(t *testing.T) {
 	ctx := context.Background()
-	d, cs, _ := newFakeStatus(t)
-	d.cfg.ObserveCache = true
-	t.Cleanup(d.Close)
+	d, cs, _ := newCachedFake(t)
 	reads := countReads(cs)
 	r1, r2 := embeddedRev("r1"), embeddedRev("r2")
 	p, err := d.planFor(r2)
@@ -525,9 +519,7 @@ func TestCacheListOptions(t *testing.T) {
 // second at rest).
 func BenchmarkObserveAtRest(b *testing.B) {
 	ctx := context.Background()
-	d, cs, _ := newFakeStatus(b)
-	d.cfg.ObserveCache = true
-	b.Cleanup(d.Close)
+	d, cs, _ := newCachedFake(b)
 	r1 := embeddedRev("r1")
 	require.NoError(b, d.EnsureNamespace(ctx, state.Namespace{ID: r1.NamespaceID}))
 	p := prepared(b, d, r1)

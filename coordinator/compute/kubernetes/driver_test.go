@@ -41,6 +41,16 @@ func newFakeStatus(t testing.TB) (*Driver, *fake.Clientset, *fakeStatus) {
 	return d, cs, st
 }
 
+// newCachedFake is newFakeStatus with the observation caches on, as the
+// coordinator runs the driver.
+func newCachedFake(t testing.TB) (*Driver, *fake.Clientset, *fakeStatus) {
+	t.Helper()
+	d, cs, st := newFakeStatus(t)
+	d.cfg.ObserveCache = true
+	t.Cleanup(d.Close)
+	return d, cs, st
+}
+
 func embeddedRev(id string) state.Revision {
 	return state.Revision{ID: id, AgentID: "a1", NamespaceID: "ns1", Mode: state.ModeEmbedded,
 		Harness: state.HarnessIdentity{ID: state.HarnessOpenClaw, Version: "2026.9.6"}, Document: []byte(`{"agents":{}}`),

@@ -363,9 +363,7 @@ func TestCarries(t *testing.T) {
 // a repair pass needs no request; resolves counts credential resolutions.
 func cachedAgent(t *testing.T) (*Driver, *fake.Clientset, state.Revision, *plan, *atomic.Int64) {
 	t.Helper()
-	d, cs := newFake(t)
-	d.cfg.ObserveCache = true
-	t.Cleanup(d.Close)
+	d, cs, _ := newCachedFake(t)
 	var resolves atomic.Int64
 	inner := d.cfg.Credentials
 	d.cfg.Credentials = CredentialsFunc(func(ctx context.Context, rev state.Revision) (map[string][]byte, error) {
@@ -530,9 +528,7 @@ func TestRepairFromCache(t *testing.T) {
 // recreated through the API server.
 func TestRepairDedicatedFromCache(t *testing.T) {
 	ctx := context.Background()
-	d, cs, st := newFakeStatus(t)
-	d.cfg.ObserveCache = true
-	t.Cleanup(d.Close)
+	d, cs, st := newCachedFake(t)
 	rev := dedicatedRev("d1")
 	p, err := d.planFor(rev)
 	require.NoError(t, err)
