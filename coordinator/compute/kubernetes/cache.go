@@ -85,7 +85,11 @@ func (d *Driver) cacheFor(ns string) *nsCache {
 		return c
 	}
 	// Only what the driver made: its label is on every object it makes.
-	f := informers.NewSharedInformerFactoryWithOptions(d.watchClient(), 0, informers.WithNamespace(ns),
+	client := d.watchClient()
+	if !d.cfg.StreamingLists {
+		client = listThenWatch{client}
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns),
 		informers.WithTweakListOptions(cacheListOptions),
 		// Readiness and repair read labels, annotations, spec, data and
 		// status; the field managers' bookkeeping is the largest part

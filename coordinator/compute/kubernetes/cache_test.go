@@ -514,10 +514,10 @@ func TestCacheListOptions(t *testing.T) {
 	}
 }
 
-// BenchmarkObserveAtRest is one resync observation of an embedded Agent at
+// BenchmarkObserveFromCache is one resync observation of an embedded Agent at
 // rest, answered from the caches (10,000 Agents ÷ the 30 s resync: ~330 a
 // second at rest).
-func BenchmarkObserveAtRest(b *testing.B) {
+func BenchmarkObserveFromCache(b *testing.B) {
 	ctx := context.Background()
 	d, cs, _ := newCachedFake(b)
 	r1 := embeddedRev("r1")

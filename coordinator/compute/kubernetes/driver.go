@@ -184,6 +184,11 @@ type Config struct {
 	// once, and must not queue behind a deploy storm's requests (the API
 	// server's priority and fairness still applies).
 	WatchClient kubernetes.Interface
+	// StreamingLists lets the caches fill through client-go's streaming
+	// lists (a watch that sends the initial objects, WatchListClient).
+	// Off, as the coordinator runs, each cache lists once from the API
+	// server's watch cache and then watches from there (listthenwatch.go).
+	StreamingLists bool
 	// ClientQPS is the request rate the client was given (client-go's
 	// rest.Config.QPS); the driver admits new activations at
 	// ClientQPS/ActivationRequestBudget (admission.go). Zero admits without

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +52,7 @@ func observingDriver(t testing.TB, cache bool) (*kdriver.Driver, *recorder) {
 
 // observingDriverAt is observingDriver with the client's rate limit and
 // identity given (base: whose credentials the clients use).
-func observingDriverAt(t testing.TB, cache bool, qps float32, burst int, base *rest.Config) (*kdriver.Driver, *recorder) {
+func observingDriverAt(t testing.TB, cache bool, qps float32, burst int, base *rest.Config, opts ...func(*kdriver.Config)) (*kdriver.Driver, *recorder) {
 	t.Helper()
 	r := &recorder{}
 	cfg := rest.CopyConfig(base)
@@ -65,6 +66,9 @@ func observingDriverAt(t testing.TB, cache bool, qps float32, burst int, base *r
 	// and the caches' client as the server derives it (recorded too)
 	c.WatchClient, err = kubernetes.NewForConfig(kdriver.WatchClientConfig(cfg))
 	require.NoError(t, err)
+	for _, o := range opts {
+		o(&c)
+	}
 	d, err := kdriver.New(c, cs)
 	require.NoError(t, err)
 	t.Cleanup(d.Close)
@@ -109,6 +113,45 @@ func TestObserveAtRestFromCaches(t *testing.T) {
 	offReq.reset()
 	pass(t, off, revs)
 	require.Equal(t, 2*len(revs), offReq.count(), "uncached: a Deployment GET and a Pod LIST per Agent")
+}
+
+// TestCachesListThenWatch: against the real API server, a new leader's
+// caches list each kind once from the API server's watch cache and then
+// watch from there; with StreamingLists, they ask a watch for the initial
+// objects instead. Either way they then answer a pass without a request.
+func TestCachesListThenWatch(t *testing.T) {
+	revs := activeAgents(t, 2, 1)
+	for _, streaming := range []bool{false, true} {
+		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
+			d, rec := observingDriverAt(t, true, server.DefaultKubeQPS, server.DefaultKubeBurst, env.Config,
+				func(c *kdriver.Config) { c.StreamingLists = streaming })
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			require.True(t, d.WarmUp(ctx, revs))
+			var lists, initial int
+			for _, c := range rec.snapshot() {
+				if !strings.HasSuffix(c.Path, "/pods") {
+					continue
+				}
+				switch {
+				case c.Watch && strings.Contains(c.Query, "sendInitialEvents=true"):
+					initial++
+				case !c.Watch && c.Method == http.MethodGet:
+					lists++
+				}
+			}
+			if streaming {
+				require.Equal(t, []int{0, 1}, []int{lists, initial}, "streaming: the watch sends the Pods: %v", rec.snapshot())
+			} else {
+				require.Equal(t, []int{1, 0}, []int{lists, initial}, "a list, then a watch from it: %v", rec.snapshot())
+			}
+			require.Eventually(t, func() bool {
+				rec.reset()
+				pass(t, d, revs)
+				return rec.count() == 0
+			}, 10*time.Second, 50*time.Millisecond, "a pass from the caches: %v", rec.snapshot())
+		})
+	}
 }
 
 // BenchmarkObserveAtRest measures one health-watcher pass over N active

@@ -52,6 +52,7 @@ type call struct {
 	Method string
 	Path   string
 	Watch  bool
+	Query  string
 	Body   string
 }
 
@@ -63,7 +64,7 @@ type recorder struct {
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	c := call{At: time.Now(), Method: req.Method, Path: req.URL.Path, Watch: req.URL.Query().Get("watch") == "true"}
+	c := call{At: time.Now(), Method: req.Method, Path: req.URL.Path, Watch: req.URL.Query().Get("watch") == "true", Query: req.URL.RawQuery}
 	if req.Body != nil && req.Method == http.MethodDelete {
 		b, _ := io.ReadAll(req.Body)
 		req.Body = io.NopCloser(bytes.NewReader(b))

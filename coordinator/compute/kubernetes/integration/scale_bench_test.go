@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/compute/kubernetes/k8stest"
@@ -156,17 +157,11 @@ func BenchmarkScale(b *testing.B) {
 				require.True(b, assertEventually(f.allObservedReady, 10*time.Minute), "every Agent observed ready")
 
 				// a leader change: a new leader at production settings
-				f.stop()
-				d, rec = observingDriverAt(b, true, server.DefaultKubeQPS, server.DefaultKubeBurst, coordinator)
 				stopProfile := scaleProfile(b, fmt.Sprintf("new-leader-%d", n))
-				start := time.Now()
-				f.lead(b, d, rec)
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-				require.NoError(b, f.e.WaitQuiescent(ctx), "the new leader current")
-				cancel()
+				current, leaderReqs, freshWait, rec := f.leaderChange(b, coordinator, false)
 				stopProfile()
-				current, leaderReqs := time.Since(start), rec.count()
-				say("N=%d new leader: current in %v, %d requests", n, current, leaderReqs)
+				say("N=%d new leader: current in %v, %d requests; the API server's watch cache kept requests waiting for freshness %v in all",
+					n, current, leaderReqs, freshWait)
 
 				// Two windows at rest: the first minute after the leader is
 				// current (its takeover's garbage still collected in it),
@@ -208,6 +203,12 @@ func BenchmarkScale(b *testing.B) {
 				say("N=%d one more, %d in turn: Pod created %v (p50 %v), active %v (p50 %v), after Ready %v (p50 %v)", n, oneMoreSamples,
 					created, p50(created), active, p50(active), afterReady, p50(afterReady))
 
+				// the baseline, in the same run: a leader change whose
+				// caches fill by streaming lists (client-go's default)
+				streamed, streamedReqs, streamedWait, _ := f.leaderChange(b, coordinator, true)
+				say("N=%d new leader with streaming lists: current in %v, %d requests; watch cache freshness waits %v in all",
+					n, streamed, streamedReqs, streamedWait)
+
 				b.ReportMetric(took.Seconds(), "s-deploy-all")
 				b.ReportMetric(float64(reqs)/wall.Seconds(), "requests/s-at-rest")
 				b.ReportMetric(float64(served)/wall.Seconds(), "apiserver-requests/s-at-rest")
@@ -222,9 +223,46 @@ func BenchmarkScale(b *testing.B) {
 				b.ReportMetric(p50(afterReady).Seconds(), "s-one-more-active-after-ready-p50")
 				b.ReportMetric(current.Seconds(), "s-new-leader-current")
 				b.ReportMetric(float64(leaderReqs), "new-leader-requests")
+				b.ReportMetric(streamed.Seconds(), "s-new-leader-current-streaming-lists")
 			}
 		})
 	}
+}
+
+// leaderChange ends the fleet's leadership and starts a new leader at
+// production settings (client 50/s burst 100; streaming: its caches fill by
+// streaming lists); it returns the time until that leader is current, the
+// requests it sent on the way, and how long requests waited in all, on the
+// way, for the API server's watch cache to be fresh.
+func (f *fleet) leaderChange(b *testing.B, coordinator *rest.Config, streaming bool) (time.Duration, int, time.Duration, *recorder) {
+	f.stop()
+	d, rec := observingDriverAt(b, true, server.DefaultKubeQPS, server.DefaultKubeBurst, coordinator,
+		func(c *kdriver.Config) { c.StreamingLists = streaming })
+	wait0 := watchCacheWait(b)
+	start := time.Now()
+	f.lead(b, d, rec)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	require.NoError(b, f.e.WaitQuiescent(ctx), "the new leader current")
+	current := time.Since(start)
+	return current, rec.count(), watchCacheWait(b) - wait0, rec
+}
+
+// watchCacheWait is the time requests have waited in all for the API
+// server's watch cache to be as fresh as they asked
+// (apiserver_watch_cache_read_wait_seconds, every resource).
+func watchCacheWait(b *testing.B) time.Duration {
+	raw, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	require.NoError(b, err)
+	var sum float64
+	for _, l := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[0], "apiserver_watch_cache_read_wait_seconds_sum") {
+			v, err := strconv.ParseFloat(f[1], 64)
+			require.NoError(b, err, l)
+			sum += v
+		}
+	}
+	return time.Duration(sum * float64(time.Second))
 }
 
 // scaleProfile starts a CPU profile of one phase into
