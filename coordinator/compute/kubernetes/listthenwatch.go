@@ -11,8 +11,9 @@ import "k8s.io/client-go/kubernetes"
 // 10,000 Agents its streams received nothing for ~11 s (client-go's
 // "awaiting required bookmark event" warnings) and its caches were not
 // warm within WarmUpTimeout. A plain list from the watch cache
-// (resourceVersion 0) is answered at once, then the watch carries on from
-// it. Streaming lists spare the API server a large list's memory; a
+// (resourceVersion 0) waits for no freshness: it is answered at once, then
+// the watch carries on from it. BenchmarkScale measures both, with the
+// API server's own account of the freshness waits. Streaming lists spare the API server a large list's memory; a
 // namespace's list of oce objects is small (100 Agents' worth).
 //
 // A cache so filled may start a moment behind etcd, as any watch may lag:
