@@ -23,6 +23,7 @@ import (
 	"oce.dev/oce/coordinator/api"
 	"oce.dev/oce/coordinator/authn"
 	"oce.dev/oce/coordinator/engine"
+	"oce.dev/oce/coordinator/memlimit"
 	"oce.dev/oce/coordinator/server"
 	"oce.dev/oce/coordinator/store"
 )
@@ -59,6 +60,9 @@ func command() *cobra.Command {
 			cfg.Log = log
 			cfg.Local.LogLevel = logLevel
 			cfg.DisablePreVote = !preVote
+			if limit := memlimit.Apply(os.Getenv, memlimit.CgroupFiles...); limit > 0 {
+				log.Info("soft memory limit from the container's", "bytes", limit, "fraction", memlimit.Fraction)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			go func() {
