@@ -10,10 +10,10 @@ import (
 // observation lists one Agent's Pods, and a namespace holds up to hundreds
 // of Agents, so a selector scan of the namespace made each observation cost
 // as much as the namespace's Pods — and the leader's work at rest grow with
-// N × Agents per namespace (issue 27: 7 % of a core at 10,000 Agents).
+// N × Agents per namespace (issue 27; BenchmarkPodsMatching).
 const agentIndex = "oce-agent"
 
-// podAgentKey is a Pod's agentIndex key ("" when it carries no Agent).
+// podAgentKey is the agentIndex key of an Agent's Pods in ns.
 func podAgentKey(ns, agent string) string { return ns + "/" + agent }
 
 func indexByAgent(obj any) ([]string, error) {
@@ -28,7 +28,11 @@ func indexByAgent(obj any) ([]string, error) {
 // through agentIndex when want names an Agent, else by the namespace.
 func podsMatching(idx cache.Indexer, ns string, want map[string]string) []*corev1.Pod {
 	agent := want[LabelAgent]
-	objs, err := idx.ByIndex(agentIndex, podAgentKey(ns, agent))
+	var objs []any
+	var err error
+	if agent != "" {
+		objs, err = idx.ByIndex(agentIndex, podAgentKey(ns, agent))
+	}
 	if agent == "" || err != nil { // err: an indexer without agentIndex
 		objs, _ = idx.ByIndex(cache.NamespaceIndex, ns)
 	}
