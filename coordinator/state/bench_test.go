@@ -135,7 +135,7 @@ func BenchmarkClaimableAmongManyQueued(b *testing.B) {
 	b.Run("active-revisions-built", func(b *testing.B) { // what it built every round before the memo
 		for b.Loop() {
 			m.mu.Lock()
-			m.writes++ // as any apply does: the memo is stale
+			m.applied++ // as any apply does: the memo is stale
 			m.mu.Unlock()
 			if len(m.ActiveRevisions()) != agents {
 				b.Fatal("active revisions")

@@ -67,7 +67,6 @@ func (m *Machine) ApplyCommand(c Command) (any, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes++
 	if c.Idempotency != nil {
 		res, changed, err := applyStamped(&m.d, c, h)
 		if err != nil {

@@ -16,10 +16,8 @@ type Machine struct {
 	changed chan struct{} // closed and replaced after every successful apply
 	idGen   uint64        // changes of identity data on this replica (IdentityGeneration)
 
-	// writes counts every apply, failed or not, and restore: the memo of
-	// ActiveRevisions (reads.go) is valid while it is activeAt. memoMu
-	// guards the memo.
-	writes   uint64
+	// The memo of ActiveRevisions (reads.go), valid while applied is
+	// activeAt (a refused command changes nothing); memoMu guards it.
 	memoMu   sync.Mutex
 	activeAt uint64
 	active   map[string]string

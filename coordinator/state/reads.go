@@ -105,7 +105,7 @@ func (m *Machine) ActiveRevisions() map[string]string {
 	defer m.mu.RUnlock()
 	m.memoMu.Lock()
 	defer m.memoMu.Unlock()
-	if m.active != nil && m.activeAt == m.writes {
+	if m.active != nil && m.activeAt == m.applied {
 		return m.active
 	}
 	out := make(map[string]string, len(m.d.agents))
@@ -114,7 +114,7 @@ func (m *Machine) ActiveRevisions() map[string]string {
 			out[id] = a.ActiveRevisionID
 		}
 	}
-	m.active, m.activeAt = out, m.writes
+	m.active, m.activeAt = out, m.applied
 	return out
 }
 

@@ -66,7 +66,6 @@ func (m *Machine) RestoreSnapshot(b []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.d = d
-	m.writes++
 	m.bump()
 	m.idGen++
 	return nil
