@@ -519,11 +519,10 @@ func TestCacheListOptions(t *testing.T) {
 // second at rest).
 func BenchmarkObserveFromCache(b *testing.B) {
 	ctx := context.Background()
-	d, cs, _ := newCachedFake(b)
+	d, cs := firstAgentPrepared(b, true)
 	r1 := embeddedRev("r1")
-	require.NoError(b, d.EnsureNamespace(ctx, state.Namespace{ID: r1.NamespaceID}))
-	p := prepared(b, d, r1)
-	watching(b, d, cs, p.gw)
+	p, err := d.planFor(r1)
+	require.NoError(b, err)
 	addPod(b, cs, p.gw, "gateway-r1", p.gatewayPodLabels(), true)
 	require.NoError(b, d.ActivateRevision(ctx, r1))
 	require.Eventually(b, func() bool { _, ok := d.readyFromCache(p); return ok }, 5*time.Second, 5*time.Millisecond)

@@ -31,10 +31,10 @@ func gets(cs *fake.Clientset, from int) map[string]int {
 // firstAgentPrepared is a driver whose Namespace ns1 holds one prepared
 // embedded Agent (a1, revision r1), the namespace's caches running when
 // cache is set.
-func firstAgentPrepared(t *testing.T, cache bool) (*Driver, *fake.Clientset) {
+func firstAgentPrepared(t testing.TB, cache bool) (*Driver, *fake.Clientset) {
 	t.Helper()
 	ctx := context.Background()
-	d, cs := newFake(t)
+	d, cs, _ := newFakeStatus(t)
 	d.cfg.ObserveCache = cache
 	t.Cleanup(d.Close)
 	r1 := embeddedRev("r1")
