@@ -270,13 +270,10 @@ func watchCacheWait(b *testing.B) time.Duration {
 // spends at rest or while it becomes current, for `go tool pprof`), and
 // returns what ends it; without it, nothing.
 func scaleProfile(b *testing.B, name string) (stop func()) {
-	dir := os.Getenv("OCE_SCALE_PROFILE_DIR")
-	if dir == "" {
+	f, ok := profileFile(b, name)
+	if !ok {
 		return func() {}
 	}
-	require.NoError(b, os.MkdirAll(dir, 0o755))
-	f, err := os.Create(filepath.Join(dir, name+".pprof"))
-	require.NoError(b, err)
 	require.NoError(b, pprof.StartCPUProfile(f))
 	return func() {
 		pprof.StopCPUProfile()
@@ -287,14 +284,25 @@ func scaleProfile(b *testing.B, name string) (stop func()) {
 // scaleHeapProfile writes what the heap holds live into
 // $OCE_SCALE_PROFILE_DIR/<name>.pprof when that is set.
 func scaleHeapProfile(b *testing.B, name string) {
-	dir := os.Getenv("OCE_SCALE_PROFILE_DIR")
-	if dir == "" {
+	f, ok := profileFile(b, name)
+	if !ok {
 		return
 	}
-	f, err := os.Create(filepath.Join(dir, name+".pprof"))
-	require.NoError(b, err)
 	require.NoError(b, pprof.Lookup("heap").WriteTo(f, 0))
 	require.NoError(b, f.Close())
+}
+
+// profileFile creates $OCE_SCALE_PROFILE_DIR/<name>.pprof; ok is false
+// when that is not set.
+func profileFile(b *testing.B, name string) (*os.File, bool) {
+	dir := os.Getenv("OCE_SCALE_PROFILE_DIR")
+	if dir == "" {
+		return nil, false
+	}
+	require.NoError(b, os.MkdirAll(dir, 0o755))
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	require.NoError(b, err)
+	return f, true
 }
 
 // requireRoomFor fails at once when the kwok node cannot schedule n
