@@ -64,6 +64,17 @@ type Warmer interface {
 	WarmUp(ctx context.Context, revs []state.Revision) bool
 }
 
+// Standby is optionally implemented by a Warmer whose caches a follower
+// keeps: while a replica follows, its driver is kept warm with every active
+// revision, so when it is elected its first round is answered from synced
+// caches at once instead of after listing everything it observes.
+type Standby interface {
+	// KeepWarm makes what answers observations match revs: it starts what
+	// they need, stops what only revisions no longer given needed, and
+	// waits like WarmUp.
+	KeepWarm(ctx context.Context, revs []state.Revision) bool
+}
+
 // Admitter is optionally implemented by a driver whose requests to its
 // compute target are rate-limited. The engine starts new activations no
 // faster than AdmissionRate, so a deploy storm queues in the replicated work

@@ -235,11 +235,17 @@ func (d *Driver) objectChanged(obj any) {
 	})
 }
 
-// usable reports whether the caches may answer: all synced, and no watch
+// usable reports whether the caches may answer: running (a stopped cache
+// keeps its last contents and its synced state), all synced, and no watch
 // error within CacheDistrust.
 func (c *nsCache) usable(now time.Time) bool {
 	if c == nil {
 		return false
+	}
+	select {
+	case <-c.stop:
+		return false
+	default:
 	}
 	for _, inf := range c.informers() {
 		if !inf.HasSynced() {
@@ -251,7 +257,8 @@ func (c *nsCache) usable(now time.Time) bool {
 	return c.watchErr.IsZero() || now.Sub(c.watchErr) > CacheDistrust
 }
 
-// dropCache stops and forgets ns's caches (the namespace is being deleted).
+// dropCache stops and forgets ns's caches (the namespace is being deleted,
+// or a follower's Agents no longer run there).
 func (d *Driver) dropCache(ns string) {
 	d.cacheMu.Lock()
 	c, ok := d.caches[ns]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,14 +21,7 @@ import (
 func TestWarmUpNewLeader(t *testing.T) {
 	ctx := context.Background()
 	d, cs, _ := newFakeStatus(t)
-	r1 := embeddedRev("r1")
-	require.NoError(t, d.EnsureNamespace(ctx, state.Namespace{ID: r1.NamespaceID}))
-	require.NoError(t, d.PrepareRevision(ctx, r1))
-	p, err := d.planFor(r1)
-	require.NoError(t, err)
-	addPod(t, cs, p.gw, "gateway-r1", p.gatewayPodLabels(), true)
-	require.NoError(t, d.ActivateRevision(ctx, r1))
-
+	r1 := activeEmbedded(t, d, cs).rev
 	cfg := d.cfg
 	cfg.ObserveCache = true
 	leader, err := New(cfg, cs)
@@ -60,4 +54,47 @@ func TestWarmUpNewLeader(t *testing.T) {
 	require.True(t, other.WarmUp(ctx, []state.Revision{r1}))
 	require.Positive(t, watchLists.Load(), "the caches list through WatchClient")
 	require.Zero(t, mainLists.Load(), "and not through the rate-limited client")
+}
+
+// TestKeepWarmFollower: a follower's driver kept warm holds synced caches
+// of exactly the namespaces the given revisions run in (both of a
+// dedicated one's), stops the others' (a stopped cache never answers), and,
+// elected, answers its first observation from them without a request.
+func TestKeepWarmFollower(t *testing.T) {
+	ctx := context.Background()
+	d, cs, _ := newFakeStatus(t)
+	r1 := activeEmbedded(t, d, cs).rev
+	cfg := d.cfg
+	cfg.ObserveCache = true
+	follower, err := New(cfg, cs)
+	require.NoError(t, err)
+	t.Cleanup(follower.Close)
+	cached := func() []string {
+		follower.cacheMu.Lock()
+		defer follower.cacheMu.Unlock()
+		var out []string
+		for ns := range follower.caches {
+			out = append(out, ns)
+		}
+		return out
+	}
+
+	r2 := dedicatedRev("r2")
+	r2.AgentID, r2.NamespaceID = "a2", "ns2"
+	require.True(t, follower.KeepWarm(ctx, []state.Revision{r1, r2}))
+	require.ElementsMatch(t, []string{DataPlaneNamespace("ns1"), GatewayNamespace("ns2"), DataPlaneNamespace("ns2")}, cached())
+	follower.cacheMu.Lock()
+	gone := follower.caches[GatewayNamespace("ns2")]
+	follower.cacheMu.Unlock()
+	require.True(t, gone.usable(time.Now()))
+
+	require.True(t, follower.KeepWarm(ctx, []state.Revision{r1}))
+	require.Equal(t, []string{DataPlaneNamespace("ns1")}, cached())
+	require.False(t, gone.usable(time.Now()), "a stopped cache never answers")
+
+	reads := countReads(cs)
+	obs, err := follower.ObserveRevision(ctx, r1)
+	require.NoError(t, err)
+	require.True(t, obs.Ready, obs.Reason)
+	require.Zero(t, reads.Load(), "elected, its first observation is the caches'")
 }
