@@ -66,16 +66,7 @@ func (e *Engine) warmUp(ctx context.Context) {
 	if !ok {
 		return
 	}
-	m := e.p.Machine()
-	var revs []state.Revision
-	for _, a := range m.Agents("") {
-		if a.ActiveRevisionID == "" || a.Deleting {
-			continue
-		}
-		if rev, ok := m.Revision(a.ActiveRevisionID); ok && (rev.ComputeID == "" || rev.ComputeID == e.cfg.ComputeID) {
-			revs = append(revs, rev)
-		}
-	}
+	revs := activeRevisionsOf(e.p.Machine(), e.cfg.ComputeID)
 	if len(revs) == 0 {
 		return
 	}
