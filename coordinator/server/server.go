@@ -90,6 +90,11 @@ type Config struct {
 	Local LocalConfig
 	// Kubernetes configures the kubernetes driver beyond its environment.
 	Kubernetes KubernetesConfig
+	// ColdStandby keeps a follower's driver without caches (--cold-standby):
+	// less memory and fewer API watches on followers, and a leader change
+	// at scale that lists everything before the new leader is current.
+	// By default a follower keeps its driver warm (engine.RunStandby).
+	ColdStandby bool
 	// MemoryDir makes the memory driver keep its runtime records in this
 	// directory, shared by every member naming it: the members of a
 	// multi-process test then observe the same runtimes, as a real
@@ -230,6 +235,7 @@ type node struct {
 	srv       *http.Server
 	tls       *transportSecurity            // nil with Insecure
 	engine    atomic.Pointer[engine.Engine] // while this node leads
+	standby   func()                        // stops the follower's standby and waits for it
 }
 
 // Run runs one coordinator until ctx ends, then stops gracefully: a leader
@@ -251,6 +257,7 @@ func Run(ctx context.Context, cfg Config) error {
 		{"security", func(context.Context) error { return n.security() }},
 		{"driver", n.openDriver},
 		{"store", n.openStore},
+		{"standby", n.startStandby},
 	} {
 		if err := step.run(ctx); err != nil {
 			return err
@@ -401,6 +408,23 @@ func (n *node) openStore(context.Context) error {
 	return nil
 }
 
+// startStandby keeps the driver's caches warm while this node follows
+// (engine.RunStandby), unless ColdStandby.
+func (n *node) startStandby(context.Context) error {
+	if n.cfg.ColdStandby {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		engine.RunStandby(ctx, n.st.Machine(), n.driver, engine.StandbyConfig{ComputeID: n.cfg.Engine.ComputeID,
+			Following: func() bool { return !n.st.IsLeader() }, Log: n.log.With("component", "standby")})
+	}()
+	n.standby = func() { cancel(); <-done }
+	return nil
+}
+
 // serve starts the API on every listener; the channel receives the first
 // listener's failure.
 func (n *node) serve() (<-chan error, error) {
@@ -489,6 +513,9 @@ func (n *node) shutdown() {
 
 // close releases whatever Run opened, in reverse order.
 func (n *node) close() {
+	if n.standby != nil {
+		n.standby()
+	}
 	if n.st != nil {
 		if err := n.st.Close(); err != nil {
 			n.log.Warn("store close", "error", err.Error())
