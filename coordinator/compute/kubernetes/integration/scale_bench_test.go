@@ -122,17 +122,20 @@ func scaleDeployQPS(b *testing.B) float32 {
 // BenchmarkScale is issue 27's scale benchmark: N embedded Agents across
 // 100 Namespaces deployed at once through the engine (admission, watch-fed
 // caches; the client at scaleDeployQPS) on the real API server with kwok;
-// then that leader stops and a new one starts at production settings
-// (client 50/s burst 100): the time until it is current (its caches warm
-// and one whole round observed every Agent, nothing to record), then at
-// rest the requests/s it sends — counted by its client and by the API
+// then two leader changes at production settings (client 50/s burst 100):
+// to a leader in a fresh process (its caches list everything), and to a
+// follower whose standby kept its caches warm, as a cluster's members do —
+// the time until each is current (its caches warm and one whole round
+// observed every Agent, nothing to record); then, of the second, at rest
+// the requests/s it sends — counted by its client and by the API
 // server's audit log of its user — its CPU (share of one core; in the first
 // minute after current and in the second, each with the garbage
 // collector's part) and resident set, and for five more deploys in turn (medians) the time to
 // the Pod created and to active. With OCE_SCALE_PROFILE_DIR set, the new
 // leader's way to current and its first minute at rest are CPU-profiled
 // there (the profiler's own cost, ~1 % of a core, then counts in that
-// minute's CPU figure), and its live heap is written after.
+// minute's CPU figure), and its live heap is written after. Last, the
+// baseline: a fresh process filling its caches by streaming lists.
 func BenchmarkScale(b *testing.B) {
 	deployQPS := scaleDeployQPS(b)
 	coordinator := env.CoordinatorConfig()
@@ -158,10 +161,14 @@ func BenchmarkScale(b *testing.B) {
 
 				// a leader change: a new leader at production settings
 				stopProfile := scaleProfile(b, fmt.Sprintf("new-leader-%d", n))
-				current, leaderReqs, freshWait, rec := f.leaderChange(b, coordinator, false)
+				cold, coldReqs, freshWait, _ := f.leaderChange(b, coordinator, coldList)
 				stopProfile()
-				say("N=%d new leader: current in %v, %d requests; the API server's watch cache kept requests waiting for freshness %v in all",
-					n, current, leaderReqs, freshWait)
+				say("N=%d new leader in a fresh process: current in %v, %d requests; the API server's watch cache kept requests waiting for freshness %v in all",
+					n, cold, coldReqs, freshWait)
+				// a leader change as a cluster makes it: a follower, kept
+				// warm by its standby, is elected
+				current, leaderReqs, _, rec := f.leaderChange(b, coordinator, warmFollower)
+				say("N=%d new leader, a warm follower: current in %v, %d requests", n, current, leaderReqs)
 
 				// Two windows at rest: the first minute after the leader is
 				// current (its takeover's garbage still collected in it),
@@ -205,7 +212,7 @@ func BenchmarkScale(b *testing.B) {
 
 				// the baseline, in the same run: a leader change whose
 				// caches fill by streaming lists (client-go's default)
-				streamed, streamedReqs, streamedWait, _ := f.leaderChange(b, coordinator, true)
+				streamed, streamedReqs, streamedWait, _ := f.leaderChange(b, coordinator, coldStreaming)
 				say("N=%d new leader with streaming lists: current in %v, %d requests; watch cache freshness waits %v in all",
 					n, streamed, streamedReqs, streamedWait)
 
@@ -223,21 +230,41 @@ func BenchmarkScale(b *testing.B) {
 				b.ReportMetric(p50(afterReady).Seconds(), "s-one-more-active-after-ready-p50")
 				b.ReportMetric(current.Seconds(), "s-new-leader-current")
 				b.ReportMetric(float64(leaderReqs), "new-leader-requests")
+				b.ReportMetric(cold.Seconds(), "s-new-leader-current-fresh-process")
+				b.ReportMetric(float64(coldReqs), "new-leader-requests-fresh-process")
 				b.ReportMetric(streamed.Seconds(), "s-new-leader-current-streaming-lists")
 			}
 		})
 	}
 }
 
+// How a leader change's new leader got its caches.
+type takeover int
+
+const (
+	coldList      takeover = iota // a fresh process: list from the watch cache, then watch
+	coldStreaming                 // a fresh process with client-go's streaming lists (the baseline)
+	warmFollower                  // a follower whose standby kept its caches (the default)
+)
+
 // leaderChange ends the fleet's leadership and starts a new leader at
-// production settings (client 50/s burst 100; streaming: its caches fill by
-// streaming lists); it returns the time until that leader is current, the
-// requests it sent on the way, and how long requests waited in all, on the
-// way, for the API server's watch cache to be fresh.
-func (f *fleet) leaderChange(b *testing.B, coordinator *rest.Config, streaming bool) (time.Duration, int, time.Duration, *recorder) {
-	f.stop()
+// production settings (client 50/s burst 100) that got its caches as how
+// says; it returns the time until that leader is current, the requests it
+// sent on the way, and how long requests waited in all, on the way, for
+// the API server's watch cache to be fresh. For warmFollower the follower
+// is warm before the old leader stops (its warming is not in the time).
+func (f *fleet) leaderChange(b *testing.B, coordinator *rest.Config, how takeover) (time.Duration, int, time.Duration, *recorder) {
 	d, rec := observingDriverAt(b, true, server.DefaultKubeQPS, server.DefaultKubeBurst, coordinator,
-		func(c *kdriver.Config) { c.StreamingLists = streaming })
+		func(c *kdriver.Config) { c.StreamingLists = how == coldStreaming })
+	elected := func() {}
+	if how == warmFollower {
+		start := time.Now()
+		elected = f.follow(b, d)
+		fmt.Fprintf(os.Stderr, "scale: follower warm in %v, %d requests\n", time.Since(start), rec.count())
+		rec.reset()
+	}
+	f.stop()
+	elected()
 	wait0 := watchCacheWait(b)
 	start := time.Now()
 	f.lead(b, d, rec)
