@@ -20,19 +20,9 @@ import (
 // rate-limited client.
 func TestWarmUpNewLeader(t *testing.T) {
 	ctx := context.Background()
-	d, cs, _ := newFakeStatus(t)
-	r1 := activeEmbedded(t, d, cs).rev
-	cfg := d.cfg
-	cfg.ObserveCache = true
-	leader, err := New(cfg, cs)
-	require.NoError(t, err)
-	t.Cleanup(leader.Close)
+	leader, cs, cfg, r1 := cachingPeer(t)
 	require.True(t, leader.WarmUp(ctx, []state.Revision{r1}))
-	reads := countReads(cs)
-	obs, err := leader.ObserveRevision(ctx, r1)
-	require.NoError(t, err)
-	require.True(t, obs.Ready, obs.Reason)
-	require.Zero(t, reads.Load(), "the first observation after warming is the caches'")
+	requireFirstFromCaches(t, leader, cs, r1)
 
 	// WatchClient: the caches' lists go there, not to the driver's client.
 	var watchLists, mainLists atomic.Int64
@@ -62,13 +52,7 @@ func TestWarmUpNewLeader(t *testing.T) {
 // elected, answers its first observation from them without a request.
 func TestKeepWarmFollower(t *testing.T) {
 	ctx := context.Background()
-	d, cs, _ := newFakeStatus(t)
-	r1 := activeEmbedded(t, d, cs).rev
-	cfg := d.cfg
-	cfg.ObserveCache = true
-	follower, err := New(cfg, cs)
-	require.NoError(t, err)
-	t.Cleanup(follower.Close)
+	follower, cs, _, r1 := cachingPeer(t)
 	cached := func() []string {
 		follower.cacheMu.Lock()
 		defer follower.cacheMu.Unlock()
@@ -92,9 +76,31 @@ func TestKeepWarmFollower(t *testing.T) {
 	require.Equal(t, []string{DataPlaneNamespace("ns1")}, cached())
 	require.False(t, gone.usable(time.Now()), "a stopped cache never answers")
 
+	requireFirstFromCaches(t, follower, cs, r1)
+}
+
+// cachingPeer is a second driver, with caches not yet started, beside one
+// that activated the embedded revision r1 (its Gateway Pod Ready): what a
+// new leader finds. cfg is the peer's configuration.
+func cachingPeer(t *testing.T) (*Driver, *fake.Clientset, Config, state.Revision) {
+	t.Helper()
+	d, cs, _ := newFakeStatus(t)
+	r1 := activeEmbedded(t, d, cs).rev
+	cfg := d.cfg
+	cfg.ObserveCache = true
+	peer, err := New(cfg, cs)
+	require.NoError(t, err)
+	t.Cleanup(peer.Close)
+	return peer, cs, cfg, r1
+}
+
+// requireFirstFromCaches: d's next observation of rev finds it Ready
+// without a request.
+func requireFirstFromCaches(t *testing.T, d *Driver, cs *fake.Clientset, rev state.Revision) {
+	t.Helper()
 	reads := countReads(cs)
-	obs, err := follower.ObserveRevision(ctx, r1)
+	obs, err := d.ObserveRevision(context.Background(), rev)
 	require.NoError(t, err)
 	require.True(t, obs.Ready, obs.Reason)
-	require.Zero(t, reads.Load(), "elected, its first observation is the caches'")
+	require.Zero(t, reads.Load(), "the first observation is the caches'")
 }
