@@ -202,13 +202,14 @@ func BenchmarkScale(b *testing.B) {
 					n, reqs, rec.breakdown(), served, wall, first, second, mem/(1<<20), memLive/(1<<20), notReady)
 				require.Zero(b, notReady, "no Agent reported not ready at rest")
 
-				var created, active, afterReady []time.Duration
+				var deployed, created, active, afterReady []time.Duration
 				for i := range oneMoreSamples {
-					c, a, r := f.oneMore(b, i)
-					created, active, afterReady = append(created, c), append(active, a), append(afterReady, r)
+					t := f.oneMore(b, i)
+					deployed, created = append(deployed, t.deployment), append(created, t.pod)
+					active, afterReady = append(active, t.active), append(afterReady, t.afterReady)
 				}
-				say("N=%d one more, %d in turn: Pod created %v (p50 %v), active %v (p50 %v), after Ready %v (p50 %v)", n, oneMoreSamples,
-					created, p50(created), active, p50(active), afterReady, p50(afterReady))
+				say("N=%d one more, %d in turn: Deployment created %v (p50 %v), Pod created %v (p50 %v), active %v (p50 %v), after Ready %v (p50 %v)", n, oneMoreSamples,
+					deployed, p50(deployed), created, p50(created), active, p50(active), afterReady, p50(afterReady))
 
 				// the baseline, in the same run: a leader change whose
 				// caches fill by streaming lists (client-go's default)
@@ -226,6 +227,7 @@ func BenchmarkScale(b *testing.B) {
 				b.ReportMetric(mem/(1<<20), "MiB-rss")
 				b.ReportMetric(memLive/(1<<20), "MiB-rss-live")
 				b.ReportMetric(float64(p50(created).Milliseconds()), "ms-one-more-pod-created-p50")
+				b.ReportMetric(float64(p50(deployed).Milliseconds()), "ms-one-more-deployment-created-p50")
 				b.ReportMetric(p50(active).Seconds(), "s-one-more-active-p50")
 				b.ReportMetric(p50(afterReady).Seconds(), "s-one-more-active-after-ready-p50")
 				b.ReportMetric(current.Seconds(), "s-new-leader-current")
@@ -368,10 +370,9 @@ func p50(ds []time.Duration) time.Duration {
 }
 
 // oneMore deploys one more Agent (the i-th) into one of the fleet's
-// Namespaces and returns the time from admission to its Gateway Pod
-// created (the API server's watch) and to its revision active, and from
-// the Pod Ready (kwok makes it so) to active.
-func (f *fleet) oneMore(b *testing.B, i int) (created, active, afterReady time.Duration) {
+// Namespaces and returns its times (oneMoreTimes; creations and Ready as
+// the API server's watches tell them; kwok makes the Pod Ready).
+func (f *fleet) oneMore(b *testing.B, i int) oneMoreTimes {
 	ctx := context.Background()
 	ns := f.nss[i%len(f.nss)]
 	id := uid("a")
@@ -379,10 +380,14 @@ func (f *fleet) oneMore(b *testing.B, i int) (created, active, afterReady time.D
 		ExecutionMode: state.ModeEmbedded, ComputeID: kdriver.Name,
 		HarnessAuth: &state.HarnessAuth{Method: "api_key", CredentialKind: "secret", SourceRef: "secret://x/m#k"}})
 	require.NoError(b, err)
-	w, err := env.Client.CoreV1().Pods(kdriver.DataPlaneNamespace(ns)).Watch( // an embedded Gateway's namespace
-		ctx, metav1.ListOptions{LabelSelector: kdriver.LabelAgent + "=" + id})
+	// an embedded Gateway's namespace, as the API server's watches tell it
+	sel := metav1.ListOptions{LabelSelector: kdriver.LabelAgent + "=" + id}
+	pods, err := env.Client.CoreV1().Pods(kdriver.DataPlaneNamespace(ns)).Watch(ctx, sel)
 	require.NoError(b, err)
-	defer w.Stop()
+	defer pods.Stop()
+	deps, err := env.Client.AppsV1().Deployments(kdriver.DataPlaneNamespace(ns)).Watch(ctx, sel)
+	require.NoError(b, err)
+	defer deps.Stop()
 	cf, _ := f.m.Configuration("c-" + ns)
 	rev := revision(ns, id, uid("r"), state.ModeEmbedded)
 	rev.ConfigurationID, rev.ConfigurationGeneration, rev.ComputeID = cf.ID, cf.Generation, kdriver.Name
@@ -390,25 +395,39 @@ func (f *fleet) oneMore(b *testing.B, i int) (created, active, afterReady time.D
 	_, err = f.p.Propose(ctx, state.CmdAdmitRevision.Name(), state.AdmitRevision{Revision: rev, WorkID: "w-" + rev.ID, MaxAttempts: 10})
 	require.NoError(b, err)
 	f.e.Notify()
+	var t oneMoreTimes
 	var readyAt time.Time
-	for readyAt.IsZero() {
+	for readyAt.IsZero() || t.deployment == 0 {
 		select {
-		case ev := <-w.ResultChan():
+		case ev := <-deps.ResultChan():
+			if t.deployment == 0 {
+				require.Equal(b, watch.Added, ev.Type)
+				t.deployment = time.Since(start)
+			}
+		case ev := <-pods.ResultChan():
 			pod, ok := ev.Object.(*corev1.Pod)
 			require.True(b, ok, "%v", ev.Type)
-			if created == 0 {
+			if t.pod == 0 {
 				require.Equal(b, watch.Added, ev.Type)
-				created = time.Since(start)
+				t.pod = time.Since(start)
 			}
 			for _, c := range pod.Status.Conditions {
-				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-					readyAt = time.Now() // as the API server's watch tells it
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && readyAt.IsZero() {
+					readyAt = time.Now()
 				}
 			}
 		case <-time.After(5 * time.Minute):
-			b.Fatal("the Gateway Pod was not created and Ready")
+			b.Fatal("the Gateway Deployment and Pod were not created and Ready")
 		}
 	}
 	require.True(b, assertEventually(func() bool { a, _ := f.m.Agent(id); return a.ActiveRevisionID == rev.ID }, 5*time.Minute), "one more active")
-	return created, time.Since(start), time.Since(readyAt)
+	t.active, t.afterReady = time.Since(start), time.Since(readyAt)
+	return t
+}
+
+// oneMoreTimes are one more deploy's times from its admission: to its
+// Gateway Deployment created (the driver's part), to its Pod created (and
+// the controller manager's), to active, and from the Pod Ready to active.
+type oneMoreTimes struct {
+	deployment, pod, active, afterReady time.Duration
 }
