@@ -161,14 +161,16 @@ func BenchmarkScale(b *testing.B) {
 
 				// a leader change: a new leader at production settings
 				stopProfile := scaleProfile(b, fmt.Sprintf("new-leader-%d", n))
-				cold, coldReqs, freshWait, _ := f.leaderChange(b, coordinator, coldList)
+				cold := f.leaderChange(b, coordinator, coldList)
 				stopProfile()
 				say("N=%d new leader in a fresh process: current in %v, %d requests; the API server's watch cache kept requests waiting for freshness %v in all",
-					n, cold, coldReqs, freshWait)
+					n, cold.current, cold.requests, cold.freshWait)
 				// a leader change as a cluster makes it: a follower, kept
 				// warm by its standby, is elected
-				current, leaderReqs, _, rec := f.leaderChange(b, coordinator, warmFollower)
-				say("N=%d new leader, a warm follower: current in %v, %d requests", n, current, leaderReqs)
+				warm := f.leaderChange(b, coordinator, warmFollower)
+				say("N=%d new leader, a warm follower: current in %v, %d requests (it was warm in %v, %d requests, while the other led)",
+					n, warm.current, warm.requests, warm.warming, warm.warmingRequests)
+				rec = warm.rec
 
 				// Two windows at rest: the first minute after the leader is
 				// current (its takeover's garbage still collected in it),
@@ -213,9 +215,9 @@ func BenchmarkScale(b *testing.B) {
 
 				// the baseline, in the same run: a leader change whose
 				// caches fill by streaming lists (client-go's default)
-				streamed, streamedReqs, streamedWait, _ := f.leaderChange(b, coordinator, coldStreaming)
+				streamed := f.leaderChange(b, coordinator, coldStreaming)
 				say("N=%d new leader with streaming lists: current in %v, %d requests; watch cache freshness waits %v in all",
-					n, streamed, streamedReqs, streamedWait)
+					n, streamed.current, streamed.requests, streamed.freshWait)
 
 				b.ReportMetric(took.Seconds(), "s-deploy-all")
 				b.ReportMetric(float64(reqs)/wall.Seconds(), "requests/s-at-rest")
@@ -230,11 +232,12 @@ func BenchmarkScale(b *testing.B) {
 				b.ReportMetric(float64(p50(deployed).Milliseconds()), "ms-one-more-deployment-created-p50")
 				b.ReportMetric(p50(active).Seconds(), "s-one-more-active-p50")
 				b.ReportMetric(p50(afterReady).Seconds(), "s-one-more-active-after-ready-p50")
-				b.ReportMetric(current.Seconds(), "s-new-leader-current")
-				b.ReportMetric(float64(leaderReqs), "new-leader-requests")
-				b.ReportMetric(cold.Seconds(), "s-new-leader-current-fresh-process")
-				b.ReportMetric(float64(coldReqs), "new-leader-requests-fresh-process")
-				b.ReportMetric(streamed.Seconds(), "s-new-leader-current-streaming-lists")
+				b.ReportMetric(warm.current.Seconds(), "s-new-leader-current")
+				b.ReportMetric(float64(warm.requests), "new-leader-requests")
+				b.ReportMetric(warm.warming.Seconds(), "s-follower-warm")
+				b.ReportMetric(cold.current.Seconds(), "s-new-leader-current-fresh-process")
+				b.ReportMetric(float64(cold.requests), "new-leader-requests-fresh-process")
+				b.ReportMetric(streamed.current.Seconds(), "s-new-leader-current-streaming-lists")
 			}
 		})
 	}
@@ -249,20 +252,30 @@ const (
 	warmFollower                  // a follower whose standby kept its caches (the default)
 )
 
+// leaderChanged is what a leader change measured: the time until the new
+// leader was current, the requests it sent on the way, and how long
+// requests waited in all, on the way, for the API server's watch cache to
+// be fresh; for a warm follower also its warming (before the change) and
+// the requests that took.
+type leaderChanged struct {
+	current, freshWait, warming time.Duration
+	requests, warmingRequests   int
+	rec                         *recorder // the new leader's requests from then on
+}
+
 // leaderChange ends the fleet's leadership and starts a new leader at
 // production settings (client 50/s burst 100) that got its caches as how
-// says; it returns the time until that leader is current, the requests it
-// sent on the way, and how long requests waited in all, on the way, for
-// the API server's watch cache to be fresh. For warmFollower the follower
-// is warm before the old leader stops (its warming is not in the time).
-func (f *fleet) leaderChange(b *testing.B, coordinator *rest.Config, how takeover) (time.Duration, int, time.Duration, *recorder) {
+// says. For warmFollower the follower is warm before the old leader stops
+// (its warming is not in the time).
+func (f *fleet) leaderChange(b *testing.B, coordinator *rest.Config, how takeover) leaderChanged {
 	d, rec := observingDriverAt(b, true, server.DefaultKubeQPS, server.DefaultKubeBurst, coordinator,
 		func(c *kdriver.Config) { c.StreamingLists = how == coldStreaming })
+	var out leaderChanged
 	elected := func() {}
 	if how == warmFollower {
 		start := time.Now()
 		elected = f.follow(b, d)
-		fmt.Fprintf(os.Stderr, "scale: follower warm in %v, %d requests\n", time.Since(start), rec.count())
+		out.warming, out.warmingRequests = time.Since(start), rec.count()
 		rec.reset()
 	}
 	f.stop()
@@ -273,8 +286,9 @@ func (f *fleet) leaderChange(b *testing.B, coordinator *rest.Config, how takeove
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	require.NoError(b, f.e.WaitQuiescent(ctx), "the new leader current")
-	current := time.Since(start)
-	return current, rec.count(), watchCacheWait(b) - wait0, rec
+	out.current = time.Since(start)
+	out.requests, out.freshWait, out.rec = rec.count(), watchCacheWait(b)-wait0, rec
+	return out
 }
 
 // watchCacheWait is the time requests have waited in all for the API
