@@ -243,7 +243,8 @@ type Driver struct {
 	changed    map[string]bool
 	changedAny bool
 
-	oneByOne atomic.Bool // prepare without waves: a benchmark's baseline (wave.go)
+	oneByOne     atomic.Bool // prepare without waves: a benchmark's baseline (wave.go)
+	serviceFirst atomic.Bool // the Gateway Service before the Gateway: a benchmark's baseline (wave.go)
 }
 
 var _ compute.ChangeNotifier = (*Driver)(nil)

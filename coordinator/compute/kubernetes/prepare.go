@@ -25,11 +25,12 @@ import (
 
 // PrepareRevision implements compute.Driver. It creates, in order, the
 // Agent's ServiceAccounts, Secrets, claims (never waited on for Bound) and
-// Services (inactive selector), the revision's ConfigMaps, model Secret,
-// policies and Harness, then the Gateway: for embedded only when the Agent
-// has none yet (otherwise the replacement is staged and activation switches
-// it); for dedicated once the candidate Harness Pod runs, keeping a healthy
-// predecessor Gateway and replacing an unhealthy one.
+// dedicated Services (inactive selector), the revision's ConfigMaps, model
+// Secret, policies and Harness, then the Gateway — alongside the Agent's
+// Gateway Service (inactive selector), which no Pod waits for: for embedded
+// only when the Agent has none yet (otherwise the replacement is staged and
+// activation switches it); for dedicated once the candidate Harness Pod
+// runs, keeping a healthy predecessor Gateway and replacing an unhealthy one.
 func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error {
 	p, err := d.planFor(rev)
 	if err != nil {
@@ -64,12 +65,17 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 		return err
 	}
 	if d.preparedLevel(rev.ID) < levelObjects {
-		if err := d.prepareObjects(ctx, p, creds, keys); err != nil {
+		routed := d.gatewayServiceFirst()
+		if err := d.prepareObjects(ctx, p, creds, keys, routed); err != nil {
 			return err
 		}
-		d.setPrepared(rev.ID, levelObjects)
+		level := levelObjects
+		if routed {
+			level = levelRouted
+		}
+		d.setPrepared(rev.ID, level)
 	}
-	done, err := d.prepareGateway(ctx, p, keys)
+	done, err := d.prepareRoutedGateway(ctx, p, keys)
 	if err != nil || !done {
 		return err
 	}
@@ -83,8 +89,9 @@ func (d *Driver) PrepareRevision(ctx context.Context, rev state.Revision) error 
 // Preparation levels a revision reaches (kept in memory only: a new
 // process re-checks everything once).
 const (
-	levelObjects  = 1 // identity, Secrets, claims, Services, ConfigMaps, policies, Harness
-	levelComplete = 2 // and the Gateway needs no further step
+	levelObjects  = 1 // identity, Secrets, claims, ConfigMaps, policies, Harness and its Services
+	levelRouted   = 2 // and the Agent's Gateway Service
+	levelComplete = 3 // and the Gateway needs no further step
 )
 
 func (d *Driver) setPrepared(revID string, level int) {
@@ -187,8 +194,9 @@ func loginMode(rev state.Revision) string {
 	return contract.LoginAPIKey
 }
 
-// prepareObjects creates everything but the Gateway Deployment.
-func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][]byte, keys []string) error {
+// prepareObjects creates everything but the Gateway Deployment and, unless
+// withService, the Agent's Gateway Service.
+func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][]byte, keys []string, withService bool) error {
 	core := d.c.CoreV1()
 	ao, ro := p.agentOwn, p.own
 	gwConfig, err := gatewayConfigMap(p)
@@ -219,8 +227,10 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 		func() error {
 			return ensureKnownStep(ctx, core.PersistentVolumeClaims(p.gw), claim(p.n.gatewayState, p.gw, ao, GatewayStateClaimSize, d.cfg.StorageClass), ao, newAgent)
 		},
-		func() error { return ensureCachedStep(ctx, d, core.Services(p.gw), gatewayService(p, false), ao) },
 		func() error { return ensureCachedStep(ctx, d, core.ConfigMaps(p.gw), gwConfig, ro) },
+	}
+	if withService {
+		steps = append(steps, func() error { return d.ensureGatewayService(ctx, p) })
 	}
 	if len(keys) > 0 {
 		steps = append(steps, func() error {
@@ -274,6 +284,34 @@ func (d *Driver) prepareObjects(ctx context.Context, p *plan, creds map[string][
 		return ensureCachedStep(ctx, d, d.c.AppsV1().Deployments(p.dp), d.harnessDeployment(p, keys), ro)
 	}
 	return nil
+}
+
+// prepareRoutedGateway is prepareGateway with, until the revision is routed,
+// the Agent's Gateway Service created at the same time: no Pod needs a
+// Service, and a Service create is the API server's slowest write (its
+// ClusterIP is allocated behind one lock, docs/PERFORMANCE.md), so it is
+// kept off the way to the Gateway Pod. The revision is not prepared while
+// the Service is missing: its activation routes through it.
+func (d *Driver) prepareRoutedGateway(ctx context.Context, p *plan, keys []string) (bool, error) {
+	if d.preparedLevel(p.rev.ID) >= levelRouted {
+		return d.prepareGateway(ctx, p, keys)
+	}
+	var done bool
+	var routeErr error
+	err := wave(
+		func() error { routeErr = d.ensureGatewayService(ctx, p); return routeErr },
+		func() (err error) { done, err = d.prepareGateway(ctx, p, keys); return err },
+	)
+	if routeErr == nil {
+		d.setPrepared(p.rev.ID, levelRouted)
+	}
+	return done && err == nil, err
+}
+
+// ensureGatewayService ensures the Agent's Gateway Service, its selector
+// inactive until activation routes it.
+func (d *Driver) ensureGatewayService(ctx context.Context, p *plan) error {
+	return ensureCachedStep(ctx, d, d.c.CoreV1().Services(p.gw), gatewayService(p, false), p.agentOwn)
 }
 
 // gatewayAbsent reports whether the Agent's synced Gateway cache holds no

@@ -51,3 +51,13 @@ func oneAfterAnother(steps ...func() error) error {
 // after another instead of in one wave: the baseline BenchmarkPodCreated
 // measures waves against in the same run. Not for production use.
 func (d *Driver) SetPrepareOneByOne(v bool) { d.oneByOne.Store(v) }
+
+// SetPrepareServiceFirst makes d create the Agent's Gateway Service in the
+// wave before the Gateway Deployment, as it did before the Service left the
+// way to the Pod: the baseline BenchmarkScale and BenchmarkPodCreated
+// measure against in the same run. Not for production use.
+func (d *Driver) SetPrepareServiceFirst(v bool) { d.serviceFirst.Store(v) }
+
+// gatewayServiceFirst reports whether a baseline wants the Gateway Service
+// before the Gateway: one after another always did.
+func (d *Driver) gatewayServiceFirst() bool { return d.serviceFirst.Load() || d.oneByOne.Load() }
