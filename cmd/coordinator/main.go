@@ -102,7 +102,8 @@ func command() *cobra.Command {
 	// is refused with NOT_CONFIGURED naming the flag, like its variable.
 	f.StringVar(&cfg.Kubernetes.QPS, "kube-qps", "", fmt.Sprintf("kubernetes driver: the client's requests/s toward the API server; wins over env OCE_KUBE_QPS; default %d (docs/kubernetes.md, Scale)", server.DefaultKubeQPS))
 	f.StringVar(&cfg.Kubernetes.Burst, "kube-burst", "", fmt.Sprintf("kubernetes driver: the client's burst toward the API server (raised to --kube-qps when below it); wins over env OCE_KUBE_BURST; default %d", server.DefaultKubeBurst))
-	f.BoolVar(&cfg.ColdStandby, "cold-standby", false, "keep no driver caches while following: less memory and fewer API watches on followers, but a new leader lists everything it observes before it is current (docs/kubernetes.md, Scale)")
+	f.StringVar(&cfg.ColdStandby, "cold-standby", "", "keep no driver caches while following: less memory and fewer API watches on followers, but a new leader lists everything it observes before it is current (docs/kubernetes.md, Scale); wins over env OCE_COLD_STANDBY; default false")
+	f.Lookup("cold-standby").NoOptDefVal = "true" // a bare --cold-standby, as a boolean flag
 	f.StringVar(&cfg.TokenFile, "token-file", env("OCE_TOKEN_FILE", ""), "bearer token file (0600), created when missing; default <data-dir>/token (env OCE_TOKEN_FILE)")
 	f.StringVar(&cfg.TLSCert, "tls-cert", env("OCE_TLS_CERT", ""), "this member's certificate (PEM; reloaded on change): the API serves TLS with it and members authenticate each other with it (env OCE_TLS_CERT)")
 	f.StringVar(&cfg.TLSKey, "tls-key", env("OCE_TLS_KEY", ""), "the certificate's private key (PEM, 0600) (env OCE_TLS_KEY)")

@@ -20,6 +20,7 @@ func TestFlagDefaultsAndEnv(t *testing.T) {
 		"rate-limit-principal": "50", "rate-limit-principal-burst": "200", "rate-limit-failed-auth": "1", "rate-limit-failed-auth-burst": "20",
 		"audit-max-age": "2160h0m0s", "audit-max-records": "100000", "audit-export-dir": "", "http-idle-timeout": "2m0s", "oidc-jwks-refresh": "30s",
 		"kube-qps": "", "kube-burst": "", // empty: OCE_KUBE_QPS / OCE_KUBE_BURST, then the driver's defaults
+		"cold-standby": "", // empty: OCE_COLD_STANDBY, then warm followers
 	} {
 		require.Equal(t, want, cmd.Flags().Lookup(flag).DefValue, flag)
 	}
@@ -125,5 +126,42 @@ current-context: x
 			require.Equal(t, server.CodeNotConfigured, server.StartCode(err))
 			require.ErrorContains(t, err, tc.wantErr)
 		})
+	}
+}
+
+// --cold-standby is a boolean flag as written (bare, or =false) that leaves
+// OCE_COLD_STANDBY its say when absent; a bad value stops the start before
+// anything is opened, the flag or variable named.
+func TestColdStandbyFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--cold-standby"}, "true"},
+		{[]string{"--cold-standby=false"}, "false"},
+	} {
+		cmd := command()
+		require.NoError(t, cmd.ParseFlags(tc.args))
+		require.Equal(t, tc.want, cmd.Flags().Lookup("cold-standby").Value.String(), "%v", tc.args)
+	}
+	for _, tc := range []struct {
+		args    []string
+		env     string
+		wantErr string
+	}{
+		{[]string{"--cold-standby=sometimes"}, "", `--cold-standby="sometimes"`},
+		{nil, "yes please", `OCE_COLD_STANDBY="yes please"`},
+	} {
+		t.Setenv("OCE_COLD_STANDBY", tc.env)
+		dir := filepath.Join(t.TempDir(), "data")
+		cmd := command()
+		cmd.SetArgs(append([]string{"--data-dir", dir, "--insecure", "--raft-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "error"}, tc.args...))
+		err := cmd.Execute()
+		require.ErrorIs(t, err, server.ErrDriverConfig)
+		require.Equal(t, server.CodeNotConfigured, server.StartCode(err))
+		require.ErrorContains(t, err, tc.wantErr)
+		_, statErr := os.Stat(dir)
+		require.True(t, os.IsNotExist(statErr), "nothing written before the refusal")
 	}
 }

@@ -84,10 +84,11 @@ type KubernetesConfig struct {
 	QPS, Burst string
 }
 
-// DriverEnv lists every variable the kubernetes driver reads.
+// DriverEnv lists every variable the kubernetes driver reads (and
+// OCE_COLD_STANDBY, which only a driver with caches heeds).
 var DriverEnv = []string{envGatewayImage, envHarnessImage, envStorageClass, envCredentialNamespace, envNodeSelector, envGatewayNodeSelector,
 	envProviderOpenAI, envProviderAnthropic, envCoordinatorPods, envModelEgress, envIngressNamespace, envIngressPods,
-	envKubeQPS, envKubeBurst}
+	envKubeQPS, envKubeBurst, envColdStandby}
 
 // permissionCheckTimeout bounds the start-time access reviews.
 const permissionCheckTimeout = 30 * time.Second

@@ -90,11 +90,13 @@ type Config struct {
 	Local LocalConfig
 	// Kubernetes configures the kubernetes driver beyond its environment.
 	Kubernetes KubernetesConfig
-	// ColdStandby keeps a follower's driver without caches (--cold-standby):
+	// ColdStandby, "true", keeps a follower's driver without caches:
 	// less memory and fewer API watches on followers, and a leader change
 	// at scale that lists everything before the new leader is current.
 	// By default a follower keeps its driver warm (engine.RunStandby).
-	ColdStandby bool
+	// As given by --cold-standby ("true" or "false"); empty takes
+	// OCE_COLD_STANDBY, then "false". Anything else is refused at start.
+	ColdStandby string
 	// MemoryDir makes the memory driver keep its runtime records in this
 	// directory, shared by every member naming it: the members of a
 	// multi-process test then observe the same runtimes, as a real
@@ -225,17 +227,18 @@ type Shutdowner interface {
 // node is one running coordinator: what Run opens, in order, and closes in
 // reverse.
 type node struct {
-	cfg       Config
-	log       *slog.Logger
-	id, token string
-	listeners []net.Listener
-	httpAdv   string
-	driver    compute.Driver
-	st        *store.Store
-	srv       *http.Server
-	tls       *transportSecurity            // nil with Insecure
-	engine    atomic.Pointer[engine.Engine] // while this node leads
-	standby   func()                        // stops the follower's standby and waits for it
+	cfg         Config
+	log         *slog.Logger
+	id, token   string
+	listeners   []net.Listener
+	httpAdv     string
+	driver      compute.Driver
+	st          *store.Store
+	srv         *http.Server
+	tls         *transportSecurity            // nil with Insecure
+	engine      atomic.Pointer[engine.Engine] // while this node leads
+	standby     func()                        // stops the follower's standby and waits for it
+	coldStandby bool                          // no standby (Config.ColdStandby)
 }
 
 // Run runs one coordinator until ctx ends, then stops gracefully: a leader
@@ -246,6 +249,10 @@ func Run(ctx context.Context, cfg Config) error {
 	n.log = n.cfg.Log
 	if err := engine.ValidateCredentialCheck(n.cfg.Engine.CredentialCheck); err != nil {
 		return fmt.Errorf("server: %w", err)
+	}
+	var err error
+	if n.coldStandby, err = coldStandby(n.cfg.ColdStandby, os.Getenv); err != nil {
+		return err
 	}
 	defer n.close()
 	for _, step := range []struct {
@@ -405,23 +412,6 @@ func (n *node) openStore(context.Context) error {
 	if n.tls != nil {
 		registerCertMetrics(n.cfg.Metrics, n.tls.certs)
 	}
-	return nil
-}
-
-// startStandby keeps the driver's caches warm while this node follows
-// (engine.RunStandby), unless ColdStandby.
-func (n *node) startStandby(context.Context) error {
-	if n.cfg.ColdStandby {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		engine.RunStandby(ctx, n.st.Machine(), n.driver, engine.StandbyConfig{ComputeID: n.cfg.Engine.ComputeID,
-			Following: func() bool { return !n.st.IsLeader() }, Log: n.log.With("component", "standby")})
-	}()
-	n.standby = func() { cancel(); <-done }
 	return nil
 }
 
