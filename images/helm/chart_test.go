@@ -147,6 +147,7 @@ func TestSchemaRefuses(t *testing.T) {
 		{"route without parent", []string{"route.enabled=true"}, "route"},
 		{"unknown value", []string{"replica=3"}, "replica"},
 		{"bad storage size", []string{"storage.size=lots"}, "storage/size"},
+		{"cold standby not a boolean", []string{"driver.coldStandby=sometimes"}, "driver/coldStandby"},
 		{"console SSO without OIDC issuer", []string{"console.url=https://oce.example.com", "console.sso.clientID=oce-console",
 			"console.sso.clientSecretSecret=oce-console-sso"}, "oidc/issuer"},
 		{"console SSO without console URL", []string{"oidc.issuer=https://sso.example.com", "oidc.audience=oce",
