@@ -90,7 +90,7 @@ type Config struct {
 	Local LocalConfig
 	// Kubernetes configures the kubernetes driver beyond its environment.
 	Kubernetes KubernetesConfig
-	// ColdStandby, "true", keeps a follower's driver without caches:
+	// ColdStandby "true" keeps a follower's driver without caches:
 	// less memory and fewer API watches on followers, and a leader change
 	// at scale that lists everything before the new leader is current.
 	// By default a follower keeps its driver warm (engine.RunStandby).
