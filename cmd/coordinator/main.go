@@ -102,7 +102,7 @@ func command() *cobra.Command {
 	// is refused with NOT_CONFIGURED naming the flag, like its variable.
 	f.StringVar(&cfg.Kubernetes.QPS, "kube-qps", "", fmt.Sprintf("kubernetes driver: the client's requests/s toward the API server; wins over env OCE_KUBE_QPS; default %d (docs/kubernetes.md, Scale)", server.DefaultKubeQPS))
 	f.StringVar(&cfg.Kubernetes.Burst, "kube-burst", "", fmt.Sprintf("kubernetes driver: the client's burst toward the API server (raised to --kube-qps when below it); wins over env OCE_KUBE_BURST; default %d", server.DefaultKubeBurst))
-	f.StringVar(&cfg.ColdStandby, "cold-standby", "", "keep no driver caches while following: less memory and fewer API watches on followers, but a new leader lists everything it observes before it is current (docs/kubernetes.md, Scale); wins over env OCE_COLD_STANDBY; default false")
+	f.Var(unsetBool{&cfg.ColdStandby}, "cold-standby", "keep no driver caches while following: less memory and fewer API watches on followers, but a new leader lists everything it observes before it is current (docs/kubernetes.md, Scale); wins over env OCE_COLD_STANDBY; default false")
 	f.Lookup("cold-standby").NoOptDefVal = "true" // a bare --cold-standby, as a boolean flag
 	f.StringVar(&cfg.TokenFile, "token-file", env("OCE_TOKEN_FILE", ""), "bearer token file (0600), created when missing; default <data-dir>/token (env OCE_TOKEN_FILE)")
 	f.StringVar(&cfg.TLSCert, "tls-cert", env("OCE_TLS_CERT", ""), "this member's certificate (PEM; reloaded on change): the API serves TLS with it and members authenticate each other with it (env OCE_TLS_CERT)")
@@ -141,3 +141,17 @@ func command() *cobra.Command {
 	cmd.AddCommand(certsCommand())
 	return cmd
 }
+
+// unsetBool is a boolean flag that stays "" unless given, so a variable can
+// stand in for it; the server validates what it holds (a bad value is
+// refused at start naming the flag).
+type unsetBool struct{ v *string }
+
+func (b unsetBool) String() string {
+	if b.v == nil {
+		return ""
+	}
+	return *b.v
+}
+func (b unsetBool) Set(s string) error { *b.v = s; return nil }
+func (b unsetBool) Type() string       { return "bool" } // shown as a boolean flag in --help
