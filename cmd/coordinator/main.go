@@ -148,7 +148,7 @@ func command() *cobra.Command {
 type unsetBool struct{ v *string }
 
 func (b unsetBool) String() string {
-	if b.v == nil {
+	if b.v == nil { // pflag asks a zero value whether a default is worth printing
 		return ""
 	}
 	return *b.v
