@@ -3,7 +3,13 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"oce.dev/oce/shared/backoff"
 )
 
 // observeLeadership runs cfg.OnLeader for as long as this node leads.
@@ -43,13 +49,12 @@ func (s *Store) lead(parent context.Context) func() {
 		defer wg.Done()
 		// The FSM must hold every committed entry before the leader acts on it.
 		term := s.raft.CurrentTerm()
-		if err := s.Barrier(ctx); err != nil {
-			s.log.Warn("leader barrier failed", "error", err.Error())
+		if !s.leaderBarrier(ctx) {
 			return
 		}
 		// Every entry of earlier terms is applied: this leader's commit
 		// index is a valid read index from now on (ReadIndex).
-		s.leaderTerm.Store(term)
+		s.setLeaderTerm(term)
 		if s.fsm.httpAddr(s.cfg.NodeID) != s.cfg.HTTPAddr {
 			if err := s.applyMeta(ctx, metaOp{Op: "set", ID: s.cfg.NodeID, HTTPAddr: s.cfg.HTTPAddr}); err != nil {
 				s.log.Warn("recording own HTTP address failed", "error", err.Error())
@@ -66,6 +71,31 @@ func (s *Store) lead(parent context.Context) func() {
 	}
 }
 
+// barrierRetry paces a leader's barrier that failed while it still leads
+// (its apply queue full): until one passes it executes no write.
+var barrierRetry = backoff.Policy{Base: 50 * time.Millisecond, Max: 2 * time.Second}
+
+// leaderBarrier runs the barrier of a new term until it passes (true) or
+// this node stops leading (false).
+func (s *Store) leaderBarrier(ctx context.Context) bool {
+	delays := backoff.Sequence{Policy: barrierRetry}
+	for {
+		err := s.Barrier(ctx)
+		if err == nil {
+			return true
+		}
+		s.log.Warn("leader barrier failed", "error", err.Error())
+		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrClosed) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(delays.Next()):
+		}
+	}
+}
+
 // applyMeta replicates one node-metadata entry.
 func (s *Store) applyMeta(ctx context.Context, op metaOp) error {
 	b, err := json.Marshal(op)
@@ -74,4 +104,52 @@ func (s *Store) applyMeta(ctx context.Context, op metaOp) error {
 	}
 	_, err = s.apply(ctx, append([]byte{metaPrefix}, b...))
 	return err
+}
+
+// setLeaderTerm records that this node's barrier for term completed and
+// wakes WaitLeading.
+func (s *Store) setLeaderTerm(term uint64) {
+	s.leaderTerm.Store(term)
+	s.ledMu.Lock()
+	if s.led != nil {
+		close(s.led)
+	}
+	s.led = make(chan struct{})
+	s.ledMu.Unlock()
+}
+
+func (s *Store) ledChanged() <-chan struct{} {
+	s.ledMu.Lock()
+	defer s.ledMu.Unlock()
+	if s.led == nil {
+		s.led = make(chan struct{})
+	}
+	return s.led
+}
+
+// WaitLeading waits until this leader has applied every entry committed in
+// earlier terms (its term's barrier completed), or ctx ends. Until then its
+// state may lack what the previous leader committed and acknowledged — a
+// write decided on it could answer "not found" for what exists, or pass a
+// check the cluster's state fails. A follower gets a *NotLeaderError.
+func (s *Store) WaitLeading(ctx context.Context) error {
+	for {
+		if s.raft.State() != raft.Leader {
+			return s.notLeader(false)
+		}
+		if s.leaderTerm.Load() == s.raft.CurrentTerm() {
+			return nil // the path of every write: no lock taken
+		}
+		changed := s.ledChanged()
+		if s.leaderTerm.Load() == s.raft.CurrentTerm() {
+			return nil // it completed before the wait began
+		}
+		// A lost leadership wakes nothing here: poll for it.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		case <-time.After(waitPoll):
+		}
+	}
 }

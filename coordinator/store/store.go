@@ -122,8 +122,11 @@ type Store struct {
 	// heartbeat is the Raft heartbeat timeout: how fresh the leader's
 	// commit index must be for readiness.
 	heartbeat time.Duration
-	// leaderTerm is the term whose leader barrier completed on this node.
+	// leaderTerm is the term whose leader barrier completed on this node;
+	// led is closed (and replaced) each time it is stored (WaitLeading).
 	leaderTerm atomic.Uint64
+	ledMu      sync.Mutex
+	led        chan struct{}
 	bolt       *raftboltdb.BoltStore
 	gate       *gatedStable
 	snaps      *raft.FileSnapshotStore
