@@ -86,7 +86,7 @@ func (s *server) createAgent(w http.ResponseWriter, r *http.Request) error {
 	if req.Configuration == "" {
 		return invalid("configuration is required")
 	}
-	cfg, err := s.configurationRef(ns, req.Configuration)
+	cfg, err := s.configurationRef(r.Context(), ns, req.Configuration)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func (s *server) updateAgent(w http.ResponseWriter, r *http.Request) error {
 	}
 	cmd.Resources = stateResources(req.Resources)
 	if req.Configuration != nil {
-		cfg, err := s.configurationRef(ns, *req.Configuration)
+		cfg, err := s.configurationRef(r.Context(), ns, *req.Configuration)
 		if err != nil {
 			return err
 		}

@@ -65,6 +65,9 @@ type Positions interface {
 	WaitIndexChange(ctx context.Context, n uint64) uint64
 	// ReadBarrier makes the next read linearizable (leader only).
 	ReadBarrier(ctx context.Context) (uint64, error)
+	// WaitLeading waits until a new leader has applied every entry of
+	// earlier terms (leader only).
+	WaitLeading(ctx context.Context) error
 	// Fresh reports whether a default read may be served.
 	Fresh() error
 }

@@ -13,6 +13,7 @@ import (
 
 	"oce.dev/oce/coordinator/api"
 	"oce.dev/oce/coordinator/api/apitest"
+	"oce.dev/oce/coordinator/state"
 )
 
 // unfresh is a member that must not serve default reads (cut off from the
@@ -241,4 +242,73 @@ func TestBehindIsNotNotFound(t *testing.T) {
 	require.Equal(t, 503, r.status, "%s", r.body)
 	require.Equal(t, "NOT_READY", r.errCode(t))
 	require.Equal(t, 404, e.send("GET", "/v1/namespaces/team/agents/nobody?stale", nil, nil).status)
+}
+
+// newLeader is a leader just elected: what the previous leader committed
+// and acknowledged (an Agent) is applied here only once it is leading, or
+// between a lookup's miss and its reading of the commit index.
+type newLeader struct {
+	*apitest.Backend
+	arrive  func()
+	current bool // false: it never gets there (WaitLeading times out)
+}
+
+func (n newLeader) WaitLeading(ctx context.Context) error {
+	if !n.current {
+		return context.DeadlineExceeded
+	}
+	n.arrive()
+	return nil
+}
+
+func (n newLeader) LeaderCommit() (uint64, bool) {
+	if !n.current {
+		return 0, false
+	}
+	n.arrive()
+	return n.M.Applied(), true
+}
+
+// TestNewLeaderDecidesOnCurrentState: a new leader decides a write only
+// once it holds what earlier terms committed, and a lookup whose state moved
+// between its miss and the catch-up looks again — neither answers NOT_FOUND
+// for what the cluster has. A leader that cannot get there answers
+// NOT_READY (retryable) and changes nothing.
+func TestNewLeaderDecidesOnCurrentState(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, path string
+		current            bool
+		status             int
+	}{
+		{"a write waits for the barrier", "POST", "/v1/namespaces/team/agents/late/deploy", true, 202},
+		{"a read's miss looks again", "GET", "/v1/namespaces/team/agents/late", true, 200},
+		{"a consistent read too", "GET", "/v1/namespaces/team/agents/late?consistent", true, 200},
+		{"a write on a leader never current", "POST", "/v1/namespaces/team/agents/bot/deploy", false, 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := apitest.New()
+			plain := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()}, b))
+			t.Cleanup(plain.Close)
+			e := &env{t: t, b: b, srv: plain}
+			e.seed()
+			arrived := 0
+			srv := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()},
+				newLeader{Backend: b, current: tc.current, arrive: func() {
+					if arrived == 0 {
+						arrived++
+						e.expect(201, "POST", "/v1/namespaces/team/agents", map[string]any{"name": "late", "configuration": "cfg",
+							"harnessAuth": map[string]any{"method": "api_key", "credentialKind": "secret", "sourceRef": "secret://team/anthropic#key"}})
+					}
+				}}))
+			t.Cleanup(srv.Close)
+			before := b.M.Applied()
+			r := (&env{t: t, b: b, srv: srv}).send(tc.method, tc.path, nil, nil)
+			require.Equal(t, tc.status, r.status, "%s", r.body)
+			if tc.status == 503 {
+				require.Equal(t, "NOT_READY", r.errCode(t))
+				require.Equal(t, before, b.M.Applied(), "a refused write changes nothing")
+				require.Empty(t, b.M.WorkItems(state.WorkFilter{}))
+			}
+		})
+	}
 }

@@ -93,10 +93,12 @@ func (s *server) credentialFor(r *http.Request, act iam.Action) (state.Namespace
 		}
 		return m.CredentialSourceByName(ns.ID, ref)
 	}
-	c, ok := find()
-	if !ok && s.caughtUp(r.Context()) {
-		c, ok = find()
-	}
+	var c state.CredentialSource
+	ok, behind := s.lookup(r.Context(), func() bool {
+		var found bool
+		c, found = find()
+		return found
+	})
 	name := ref
 	if ok {
 		name = c.Name
@@ -105,7 +107,7 @@ func (s *server) credentialFor(r *http.Request, act iam.Action) (state.Namespace
 		return ns, c, err
 	}
 	if !ok {
-		return ns, c, s.missing(r.Context(), notFound("credential source %q not found in namespace %q", ref, ns.Name))
+		return ns, c, s.missing(notFound("credential source %q not found in namespace %q", ref, ns.Name), behind)
 	}
 	return ns, c, nil
 }

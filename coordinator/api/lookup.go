@@ -11,80 +11,90 @@ import (
 // Path segments {ns} and {agent} (and {cfg}) accept an id or a name; ids
 // win when both match. Names resolve through the state's O(1) name indexes.
 
-// catchUpTimeout bounds the wait for a new leader's state to catch up before
-// a lookup answers "not found".
+// catchUpTimeout bounds the wait for a member's state to catch up with the
+// cluster's commit index (and a new leader's for its first commit) before a
+// lookup answers, or a write is decided.
 const catchUpTimeout = 5 * time.Second
 
-// leaderCommitPoll paces the wait of a new leader for its first commit.
-const leaderCommitPoll = 20 * time.Millisecond
+// lookupTries bounds the finds of one lookup whose state moves under it.
+const lookupTries = 3
 
-// caughtUp is called before a lookup answers "not found": it lets the state
-// catch up with what the cluster has committed and reports whether the
-// lookup is worth repeating. It waits until this member has applied the
-// cluster's commit index as it knows it (on a leader its own, once the
-// first entry of its term committed: just after a leadership change,
-// entries of the previous term can be committed but not yet applied here;
-// on a follower the leader's), so a member catching up never reports as
-// missing what the cluster has. It writes nothing: a read of a missing
-// name appends no entry to the log (a Raft barrier would). A ?stale read
-// asked for this member's state as it is and skips it.
-func (s *server) caughtUp(ctx context.Context) bool {
-	if m, ok := ctx.Value(readModeKey{}).(readMode); ok && m.stale {
-		return false
-	}
-	pos, ok := s.b.(Positions)
-	if !ok {
-		return false
+// lookup runs find against this member's state and says whether a miss is
+// authoritative: behind is "" when the state find ran on had applied the
+// cluster's commit index as this member knows it after the miss (on a
+// leader its own, once its term's barrier completed: just after a
+// leadership change, entries of the previous term can be committed but not
+// yet applied here; on a follower the leader's). Otherwise it waits for the
+// state to catch up and runs find again; when it cannot show the state was
+// current, behind says why and the miss answers NOT_READY (missing), so a
+// member catching up never reports as missing what the cluster has. The
+// applied index is taken before each find: an entry applied between a miss
+// and the wait must not make the miss look current. It writes nothing: a
+// read of a missing name appends no entry to the log (a Raft barrier
+// would). A ?stale read asked for this member's state as it is.
+func (s *server) lookup(ctx context.Context, find func() bool) (ok bool, behind string) {
+	pos, has := s.b.(Positions)
+	if m, set := ctx.Value(readModeKey{}).(readMode); !has || (set && m.stale) {
+		return find(), ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
 	defer cancel()
-	c, ok := pos.LeaderCommit()
-	for !ok && s.b.IsLeader() {
-		// A new leader knows its commit index once its term's first entry
-		// commits (the store's own barrier at the start of every term).
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(leaderCommitPoll):
+	for range lookupTries {
+		at := pos.AppliedIndex()
+		if find() {
+			return true, ""
 		}
-		c, ok = pos.LeaderCommit()
+		c, known := s.commitIndex(ctx, pos)
+		if !known {
+			return false, "this member cannot tell whether it exists: no fresh commit index from a leader"
+		}
+		if at >= c {
+			return false, ""
+		}
+		i, err := pos.WaitApplied(ctx, c)
+		if err != nil {
+			return false, "this member is still applying the cluster's log"
+		}
+		if i == at {
+			return false, "" // the entries after at hold no command: the state at c is the one find saw
+		}
 	}
-	before := pos.AppliedIndex()
-	if !ok || before >= c {
-		return false
-	}
-	_, err := pos.WaitApplied(ctx, c)
-	return err == nil && pos.AppliedIndex() > before
+	return false, "the state kept moving during the lookup"
 }
 
-// missing is the answer for a name the state does not hold: NOT_FOUND only
-// when this member knows it is current — it knows the cluster's commit
-// index and has applied it (or the caller asked for its state as it is).
-// Otherwise NOT_READY (retryable on another member): what it lacks may
-// exist. caughtUp waited already on the common path; this covers a member
-// whose answer changed meanwhile — a leader replaying its log that lost
-// its leadership during the wait learns the new leader's commit index
-// without having applied it.
-func (s *server) missing(ctx context.Context, nf *Error) error {
-	if m, ok := ctx.Value(readModeKey{}).(readMode); ok && m.stale {
+// commitIndex is the cluster's commit index as this member knows it; a new
+// leader waits for its term's barrier (its first commit) to learn it.
+func (s *server) commitIndex(ctx context.Context, pos Positions) (uint64, bool) {
+	if s.b.IsLeader() {
+		_ = pos.WaitLeading(ctx) // LeaderCommit says whether it got there
+	}
+	return pos.LeaderCommit()
+}
+
+// missing is the answer for a name the state does not hold: NOT_FOUND when
+// the lookup's miss was authoritative, else NOT_READY (retryable on another
+// member): what it lacks may exist.
+func (s *server) missing(nf *Error, behind string) error {
+	pos, has := s.b.(Positions)
+	if behind == "" || !has {
 		return nf
 	}
-	pos, ok := s.b.(Positions)
-	if !ok {
-		return nf
+	return notReady(behind+" ("+nf.Message+")", pos)
+}
+
+// resolve looks a reference up with find (an id, else a name, in its
+// scope) and answers a miss with nf's error (missing).
+func resolve[T any](ctx context.Context, s *server, find func() (T, bool), nf func() *Error) (T, error) {
+	var v T
+	ok, behind := s.lookup(ctx, func() bool {
+		var found bool
+		v, found = find()
+		return found
+	})
+	if ok {
+		return v, nil
 	}
-	c, known := pos.LeaderCommit()
-	if !known {
-		return notReady("this member cannot tell whether it exists ("+nf.Message+"): no fresh commit index from a leader", pos)
-	}
-	before := pos.AppliedIndex()
-	wctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
-	_, err := pos.WaitApplied(wctx, c)
-	cancel()
-	if err != nil || pos.AppliedIndex() != before {
-		return notReady("this member is still applying the cluster's log ("+nf.Message+")", pos)
-	}
-	return nf
+	return v, s.missing(nf(), behind)
 }
 
 // namespace resolves the request's {ns} for a caller who may view it
@@ -95,59 +105,32 @@ func (s *server) namespace(r *http.Request) (state.Namespace, error) {
 
 func (s *server) namespaceIn(ctx context.Context, ref string) (state.Namespace, error) {
 	m := s.b.Machine()
-	find := func() (state.Namespace, bool) {
+	return resolve(ctx, s, func() (state.Namespace, bool) {
 		if ns, ok := m.Namespace(ref); ok {
 			return ns, true
 		}
 		return m.NamespaceByName(ref)
-	}
-	if ns, ok := find(); ok {
-		return ns, nil
-	}
-	if s.caughtUp(ctx) {
-		if ns, ok := find(); ok {
-			return ns, nil
-		}
-	}
-	return state.Namespace{}, s.missing(ctx, notFound("namespace %q not found", ref))
+	}, func() *Error { return notFound("namespace %q not found", ref) })
 }
 
-func (s *server) configurationRef(ns state.Namespace, ref string) (state.Configuration, error) {
+func (s *server) configurationRef(ctx context.Context, ns state.Namespace, ref string) (state.Configuration, error) {
 	m := s.b.Machine()
-	find := func() (state.Configuration, bool) {
+	return resolve(ctx, s, func() (state.Configuration, bool) {
 		if c, ok := m.Configuration(ref); ok && c.NamespaceID == ns.ID {
 			return c, true
 		}
 		return m.ConfigurationByName(ns.ID, ref)
-	}
-	if c, ok := find(); ok {
-		return c, nil
-	}
-	if s.caughtUp(context.Background()) {
-		if c, ok := find(); ok {
-			return c, nil
-		}
-	}
-	return state.Configuration{}, s.missing(context.Background(), notFound("configuration %q not found in namespace %q", ref, ns.Name))
+	}, func() *Error { return notFound("configuration %q not found in namespace %q", ref, ns.Name) })
 }
 
 func (s *server) agentRef(ctx context.Context, ns state.Namespace, ref string) (state.Agent, error) {
 	m := s.b.Machine()
-	find := func() (state.Agent, bool) {
+	return resolve(ctx, s, func() (state.Agent, bool) {
 		if a, ok := m.Agent(ref); ok && a.NamespaceID == ns.ID {
 			return a, true
 		}
 		return m.AgentByName(ns.ID, ref)
-	}
-	if a, ok := find(); ok {
-		return a, nil
-	}
-	if s.caughtUp(ctx) {
-		if a, ok := find(); ok {
-			return a, nil
-		}
-	}
-	return state.Agent{}, s.missing(ctx, notFound("agent %q not found in namespace %q", ref, ns.Name))
+	}, func() *Error { return notFound("agent %q not found in namespace %q", ref, ns.Name) })
 }
 
 // agent resolves {ns} and {agent}.

@@ -136,7 +136,7 @@ func (s *server) configurationFor(r *http.Request, act iam.Action) (state.Namesp
 	if err != nil {
 		return ns, state.Configuration{}, err
 	}
-	c, err := s.configurationRef(ns, r.PathValue("cfg"))
+	c, err := s.configurationRef(r.Context(), ns, r.PathValue("cfg"))
 	if err != nil {
 		return ns, c, err
 	}

@@ -132,11 +132,18 @@ func (s *server) admin(pattern string, h handlerFunc) {
 	s.leaderOnly(pattern, h)
 }
 
-// leaderOnly registers a route that only the leader executes.
+// leaderOnly registers a route that only the leader executes, and only once
+// it is current (leading).
 func (s *server) leaderOnly(pattern string, h handlerFunc) {
 	s.register(pattern)
 	inner := s.wrap(pattern, h)
 	s.mux.Handle(pattern, s.authed(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.b.IsLeader() {
+			if err := s.leading(r.Context()); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
 		if !s.b.IsLeader() {
 			leader := s.b.LeaderHTTPAddr()
 			if s.cfg.ForwardWrites && leader != "" && r.Header.Get(forwardedHeader) == "" {
@@ -148,6 +155,26 @@ func (s *server) leaderOnly(pattern string, h handlerFunc) {
 		}
 		inner.ServeHTTP(w, r)
 	})))
+}
+
+// leading waits until a new leader has applied what earlier terms committed
+// before it decides a write on its state: right after an election the
+// previous leader's last acknowledged entries can be committed but not yet
+// applied here, and a write decided then could answer NOT_FOUND for what
+// exists or pass a check the cluster's state fails. A leader that does not
+// get there within catchUpTimeout answers NOT_READY (retryable); one that
+// lost its leadership meanwhile falls through to the follower's answer.
+func (s *server) leading(ctx context.Context) *Error {
+	pos, ok := s.b.(Positions)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
+	defer cancel()
+	if err := pos.WaitLeading(ctx); err != nil && s.b.IsLeader() {
+		return notReady("this new leader is still applying the previous term's log", pos)
+	}
+	return nil
 }
 
 func (s *server) wrap(pattern string, h handlerFunc) http.Handler {

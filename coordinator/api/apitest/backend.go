@@ -318,5 +318,8 @@ func (b *Backend) ReadBarrier(ctx context.Context) (uint64, error) {
 	return b.M.Applied(), nil
 }
 
+// WaitLeading fails on a follower; this fake's leader is current at once.
+func (b *Backend) WaitLeading(ctx context.Context) error { return b.VerifyLeader(ctx) }
+
 // Fresh is always nil.
 func (b *Backend) Fresh() error { return nil }
