@@ -109,12 +109,7 @@ func TestChaos(t *testing.T) {
 	}
 	leader := c.waitMembers(c.Nodes)
 	wg.Wait()
-	var final snapshotOf
-	settleBy := time.Now().Add(clusterWait)
-	for final = c.read(ctx, t, leader); !final.settled(); final = c.read(ctx, t, leader) {
-		require.True(t, time.Now().Before(settleBy), "not settled: %s", final.unsettled())
-		time.Sleep(100 * time.Millisecond) // polling the settled state
-	}
+	final := c.awaitState(ctx, t, leader, snapshotOf.unsettled)
 	c.converged(c.Nodes)
 	for _, n := range c.Nodes {
 		c.read(ctx, t, n).checkInvariants(t, len(names))

@@ -61,7 +61,7 @@ func TestRandomPartitionsKeepInvariants(t *testing.T) {
 		t.Fatal("deploys did not finish")
 	}
 	leader := c.waitMembers(c.Nodes)
-	require.Eventually(t, func() bool { return c.read(ctx, t, leader).settled() }, clusterWait, 100*time.Millisecond)
+	c.awaitState(ctx, t, leader, snapshotOf.unsettled)
 	c.converged(c.Nodes)
 	for _, n := range c.Nodes {
 		s := c.read(ctx, t, n)

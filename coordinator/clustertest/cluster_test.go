@@ -70,8 +70,7 @@ func TestClusterDeploysThroughLeaderKills(t *testing.T) {
 	t.Logf("killed leaders: %v", killed)
 
 	leader := c.waitMembers(c.Nodes)
-	require.Eventually(t, func() bool { return c.read(ctx, t, leader).settled() }, clusterWait, 100*time.Millisecond,
-		"every deploy activated")
+	c.awaitState(ctx, t, leader, snapshotOf.unsettled) // every deploy activated
 	digest := c.converged(c.Nodes)
 	for _, n := range c.Nodes {
 		c.read(ctx, t, n).checkInvariants(t, deployAgents)
@@ -131,8 +130,7 @@ func TestPartitionedLeaderCompletesNoActivation(t *testing.T) {
 		_, err := newCl.Deploy(ctx, workloadNS, name, wire.Deploy{})
 		require.NoError(t, err)
 	}
-	var s snapshotOf
-	require.Eventually(t, func() bool { s = c.read(ctx, t, leader); return s.settled() }, clusterWait, 100*time.Millisecond)
+	s := c.awaitState(ctx, t, leader, snapshotOf.unsettled)
 	s.checkInvariants(t, agents)
 
 	// Every activation the old leader's engine reported done was committed,
@@ -262,7 +260,7 @@ func TestBackupRestoreThroughAPI(t *testing.T) {
 	// after its activation, and later only what changes: once it has seen
 	// every Agent serving, nothing moves the state but requests. So "a
 	// refused restore changes nothing" compares the whole replicated state.
-	require.Eventually(t, func() bool { return c.read(ctx, t, leader).serving() }, clusterWait, 50*time.Millisecond)
+	c.awaitState(ctx, t, leader, snapshotOf.notServing)
 	changed := c.converged(c.Nodes)
 	require.NotEqual(t, want, changed)
 

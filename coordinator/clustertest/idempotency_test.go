@@ -30,8 +30,7 @@ func TestLostForwardAnswerDeploysOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, leader.HTTPAdv, info.LeaderHTTP)
 	revisions := func() int {
-		var s snapshotOf
-		require.Eventually(t, func() bool { s = c.read(ctx, t, leader); return s.settled() }, clusterWait, pollEvery)
+		s := c.awaitState(ctx, t, leader, snapshotOf.unsettled)
 		return len(s.revisions[s.agents[0].ID])
 	}
 

@@ -61,7 +61,7 @@ func TestLaggingMemberIsNotReady(t *testing.T) {
 			info, err := c.info(ctx, leader)
 			require.NoError(t, err)
 			if info.CommitIndex > start.CommitIndex+2*store.ReadyMaxLag {
-				require.Eventually(t, func() bool { return c.read(ctx, t, leader).settled() }, clusterWait, pollEvery)
+				c.awaitState(ctx, t, leader, snapshotOf.unsettled)
 				info, err = c.info(ctx, leader)
 				require.NoError(t, err)
 				return info.CommitIndex
@@ -75,7 +75,7 @@ func TestLaggingMemberIsNotReady(t *testing.T) {
 	commit := behind()
 	c.heal()
 	sawNotReady := false
-	require.Eventually(t, func() bool {
+	until(t, clusterWait, time.Millisecond, "the healed follower ready", func() bool {
 		ok, applied := c.readyz(follower)
 		if !ok {
 			sawNotReady = true
@@ -84,7 +84,7 @@ func TestLaggingMemberIsNotReady(t *testing.T) {
 		require.GreaterOrEqual(t, applied+store.ReadyMaxLag, commit,
 			"ready at applied index %d while the cluster had committed %d", applied, commit)
 		return true
-	}, clusterWait, time.Millisecond)
+	})
 	require.True(t, sawNotReady)
 
 	// Restarted behind: the member replays its log before serving, and no
@@ -97,7 +97,7 @@ func TestLaggingMemberIsNotReady(t *testing.T) {
 	c.start(follower)
 	probe := c.probe(follower)
 	served := 0
-	require.Eventually(t, func() bool {
+	until(t, clusterWait, time.Millisecond, "the restarted follower ready", func() bool {
 		for _, name := range []string{names[0], "late"} {
 			_, err := probe.Agent(ctx, workloadNS, name)
 			var ae *client.Error
@@ -113,7 +113,21 @@ func TestLaggingMemberIsNotReady(t *testing.T) {
 			return served > 0
 		}
 		return false
-	}, clusterWait, time.Millisecond)
+	})
 	t.Logf("restarted member: %d reads served before it was ready", served)
 	c.converged(c.Nodes)
+}
+
+// until runs cond in the test's own goroutine — so it may fail the test,
+// which a condition of require.Eventually cannot do without hanging it —
+// every tick until it holds; after d it fails the test naming what.
+func until(t testing.TB, d, tick time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(tick) // /readyz has no blocking form: poll it
+	}
 }

@@ -3,9 +3,7 @@ package clustertest
 import (
 	"context"
 	"testing"
-	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,10 +15,7 @@ func TestSingleNodeDeployAndRestart(t *testing.T) {
 		_, err := c.deploy(ctx, n)
 		require.NoError(t, err)
 	}
-	var s snapshotOf
-	if !assert.Eventually(t, func() bool { s = c.read(ctx, t, c.Nodes[0]); return s.serving() }, clusterWait, 50*time.Millisecond) {
-		t.Fatalf("not serving: %s", s.notServing())
-	}
+	s := c.awaitState(ctx, t, c.Nodes[0], snapshotOf.notServing)
 	s.checkInvariants(t, 5)
 	want := c.converged(c.Nodes)
 

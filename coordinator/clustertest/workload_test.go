@@ -154,20 +154,32 @@ type snapshotOf struct {
 
 func (c *cluster) read(ctx context.Context, t testing.TB, n *node) snapshotOf {
 	t.Helper()
-	cl := c.client(n)
-	var s snapshotOf
-	var err error
-	s.agents, err = cl.Agents(ctx, workloadNS)
+	s, _, err := c.readState(ctx, n)
 	require.NoError(t, err)
+	return s
+}
+
+// readState reads n's state; at is the index its first read was served at
+// (every later part is at least as new).
+func (c *cluster) readState(ctx context.Context, n *node) (s snapshotOf, at uint64, err error) {
+	cl := c.client(n)
+	var m client.Meta
+	if s.agents, err = cl.Agents(client.WithMeta(ctx, &m), workloadNS); err != nil {
+		return s, 0, err
+	}
 	s.revisions = map[string][]wire.Revision{}
 	for _, a := range s.agents {
 		revs, err := cl.Revisions(ctx, workloadNS, a.ID)
-		require.NoError(t, err)
+		if err != nil {
+			return s, 0, err
+		}
 		s.revisions[a.ID] = revs
 	}
 	for after := int64(0); ; {
 		recs, err := cl.Audit(ctx, after, 1000)
-		require.NoError(t, err)
+		if err != nil {
+			return s, 0, err
+		}
 		if len(recs) == 0 {
 			break
 		}
@@ -175,28 +187,51 @@ func (c *cluster) read(ctx context.Context, t testing.TB, n *node) snapshotOf {
 		after = recs[len(recs)-1].Seq
 	}
 	s.work, err = cl.Work(ctx, client.WorkFilter{})
-	require.NoError(t, err)
-	return s
+	return s, m.Index, err
 }
 
-// settled reports whether every Agent has an active revision and no work is
-// queued or claimed.
-func (s snapshotOf) settled() bool { return s.unsettled() == "" }
+// stateChangeWait bounds one blocking query of awaitState: a state that
+// waits on time alone (work backing off) is read again after it.
+const stateChangeWait = 5 * time.Second
 
-// serving reports whether the engine's health watcher has observed every
-// Agent's active revision serving: its observation is a state change too,
-// seconds after the activation. (The members share the memory driver's
-// records, so a new leader observes the runtimes its predecessors started.)
-func (s snapshotOf) serving() bool {
-	for _, a := range s.agents {
-		if a.Status == nil || a.Status.State != wire.AgentServing {
-			return false
+// awaitState reads n's state until unmet finds nothing missing ("" — the
+// snapshot's unsettled or notServing), reading again each time the state
+// changes (a blocking query on the index it was read at, not a timer). After
+// clusterWait it fails the test with what was still missing or the last
+// error; it never fails from another goroutine.
+func (c *cluster) awaitState(ctx context.Context, t testing.TB, n *node, unmet func(snapshotOf) string) snapshotOf {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, clusterWait)
+	defer cancel()
+	cl := c.client(n)
+	for {
+		s, at, err := c.readState(ctx, n)
+		why := ""
+		if err != nil {
+			why = "reading it: " + err.Error()
+		} else if why = unmet(s); why == "" {
+			return s
+		}
+		if err == nil {
+			_, err = cl.WaitIndex(ctx, at, stateChangeWait)
+		}
+		if err != nil && ctx.Err() == nil {
+			select { // a refused read is retried at the pace of the polls
+			case <-ctx.Done():
+			case <-time.After(pollEvery):
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s's state did not get there within %s: %s", n.ID, clusterWait, why)
 		}
 	}
-	return s.settled()
 }
 
-// notServing says what keeps the state from serving ("" when nothing).
+// notServing says what keeps the engine's health watcher from having
+// observed every Agent's active revision serving ("" when nothing): its
+// observation is a state change too, seconds after the activation. (The
+// members share the memory driver's records, so a new leader observes the
+// runtimes its predecessors started.)
 func (s snapshotOf) notServing() string {
 	for _, a := range s.agents {
 		if a.Status == nil {
@@ -209,7 +244,8 @@ func (s snapshotOf) notServing() string {
 	return s.unsettled()
 }
 
-// unsettled says what keeps the state from being settled ("" when nothing).
+// unsettled says what keeps the state from being settled — an Agent without
+// an active revision, work queued or claimed ("" when nothing).
 func (s snapshotOf) unsettled() string {
 	for _, a := range s.agents {
 		if a.ActiveRevisionID == "" {
