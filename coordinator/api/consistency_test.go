@@ -312,3 +312,38 @@ func TestNewLeaderDecidesOnCurrentState(t *testing.T) {
 		})
 	}
 }
+
+// busy is a follower that always trails the leader by one entry: every
+// wait for the commit index it knows sees another entry arrive.
+type busy struct {
+	*apitest.Backend
+	arrive func()
+}
+
+func (b busy) LeaderCommit() (uint64, bool) { return b.M.Applied() + 1, true }
+func (b busy) WaitApplied(ctx context.Context, n uint64) (uint64, error) {
+	b.arrive()
+	return b.Backend.WaitApplied(ctx, n)
+}
+
+// TestBusyMemberAnswersNotFound: on a member whose state keeps moving, a
+// name that does not exist is still NOT_FOUND (once the state has reached
+// the commit index known after the miss), not NOT_READY retried for ever.
+func TestBusyMemberAnswersNotFound(t *testing.T) {
+	b := apitest.New()
+	plain := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()}, b))
+	t.Cleanup(plain.Close)
+	e := &env{t: t, b: b, srv: plain}
+	e.seed()
+	n := 0
+	srv := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()},
+		busy{Backend: b, arrive: func() {
+			n++
+			e.expect(201, "POST", "/v1/namespaces", map[string]any{"name": "other-" + strconv.Itoa(n)})
+		}}))
+	t.Cleanup(srv.Close)
+	r := (&env{t: t, b: b, srv: srv}).send("GET", "/v1/namespaces/team/agents/nobody", nil, nil)
+	require.Equal(t, 404, r.status, "%s", r.body)
+	require.Equal(t, "NOT_FOUND", r.errCode(t))
+	require.Positive(t, n, "the member waited for the commit index it knew")
+}

@@ -16,50 +16,44 @@ import (
 // lookup answers, or a write is decided.
 const catchUpTimeout = 5 * time.Second
 
-// lookupTries bounds the finds of one lookup whose state moves under it.
-const lookupTries = 3
-
 // lookup runs find against this member's state and says whether a miss is
-// authoritative: behind is "" when the state find ran on had applied the
-// cluster's commit index as this member knows it after the miss (on a
-// leader its own, once its term's barrier completed: just after a
-// leadership change, entries of the previous term can be committed but not
-// yet applied here; on a follower the leader's). Otherwise it waits for the
-// state to catch up and runs find again; when it cannot show the state was
-// current, behind says why and the miss answers NOT_READY (missing), so a
-// member catching up never reports as missing what the cluster has. The
-// applied index is taken before each find: an entry applied between a miss
-// and the wait must not make the miss look current. It writes nothing: a
-// read of a missing name appends no entry to the log (a Raft barrier
-// would). A ?stale read asked for this member's state as it is.
+// authoritative (behind == ""): whether find ran on a state that had applied
+// the cluster's commit index as this member knows it after the miss — on a
+// leader its own, once its term's barrier completed (just after a leadership
+// change, entries of the previous term can be committed but not yet applied
+// here); on a follower the leader's. When the state it missed in was older,
+// it waits for the state to reach that index and runs find once more, on a
+// state that has. The applied index is taken before the first find, so an
+// entry applied between the miss and reading the commit index cannot make
+// the miss look current. When it cannot catch up, behind says why and the
+// miss answers NOT_READY (missing): a member catching up never reports as
+// missing what the cluster has. It writes nothing: a read of a missing name
+// appends no entry to the log (a Raft barrier would). A ?stale read asked
+// for this member's state as it is.
 func (s *server) lookup(ctx context.Context, find func() bool) (ok bool, behind string) {
 	pos, has := s.b.(Positions)
 	if m, set := ctx.Value(readModeKey{}).(readMode); !has || (set && m.stale) {
 		return find(), ""
 	}
+	at := pos.AppliedIndex()
+	if find() {
+		return true, ""
+	}
 	ctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
 	defer cancel()
-	for range lookupTries {
-		at := pos.AppliedIndex()
-		if find() {
-			return true, ""
-		}
-		c, known := s.commitIndex(ctx, pos)
-		if !known {
-			return false, "this member cannot tell whether it exists: no fresh commit index from a leader"
-		}
-		if at >= c {
-			return false, ""
-		}
-		i, err := pos.WaitApplied(ctx, c)
-		if err != nil {
-			return false, "this member is still applying the cluster's log"
-		}
-		if i == at {
-			return false, "" // the entries after at hold no command: the state at c is the one find saw
-		}
+	c, known := s.commitIndex(ctx, pos)
+	if !known {
+		return false, "this member cannot tell whether it exists: no fresh commit index from a leader"
 	}
-	return false, "the state kept moving during the lookup"
+	if at >= c {
+		return false, ""
+	}
+	// Past c, or every entry up to c holds no command: the state is the
+	// one at c or newer.
+	if _, err := pos.WaitApplied(ctx, c); err != nil {
+		return false, "this member is still applying the cluster's log"
+	}
+	return find(), ""
 }
 
 // commitIndex is the cluster's commit index as this member knows it; a new
