@@ -11,6 +11,7 @@ import (
 
 	"oce.dev/oce/coordinator/compute/local"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/internal/poll"
 	"oce.dev/oce/occ"
 )
 
@@ -83,7 +84,7 @@ func TestEmbeddedOpenClaw(t *testing.T) {
 	require.NotEqual(t, first, a.ActiveRevisionID)
 	// deploy --wait returns once the new revision is observed serving;
 	// retirement finishes the work.
-	require.Eventually(t, func() bool {
+	poll.Until(t, func() bool {
 		revs := e.revisions(t, "emb")
 		require.Len(t, revs, 2)
 		for _, r := range revs {

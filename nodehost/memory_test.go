@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"oce.dev/oce/internal/poll"
 )
 
 func TestMemoryWatchDebouncesChanges(t *testing.T) {
@@ -23,7 +25,7 @@ func TestMemoryWatchDebouncesChanges(t *testing.T) {
 	}()
 	<-ready
 	// the watcher registers asynchronously: retry the first write until seen
-	require.Eventually(t, func() bool {
+	poll.Until(t, func() bool {
 		require.NoError(t, os.WriteFile(filepath.Join(ws, "MEMORY.md"), []byte("x"), 0o600))
 		select {
 		case p := <-got:
@@ -36,7 +38,7 @@ func TestMemoryWatchDebouncesChanges(t *testing.T) {
 	// a burst in a new subdirectory arrives as one notification
 	sub := filepath.Join(ws, "memory", "2026")
 	require.NoError(t, os.MkdirAll(sub, 0o700))
-	require.Eventually(t, func() bool {
+	poll.Until(t, func() bool {
 		for i := 0; i < 3; i++ {
 			require.NoError(t, os.WriteFile(filepath.Join(sub, "day.md"), []byte{byte(i)}, 0o600))
 		}

@@ -13,6 +13,7 @@ import (
 	"oce.dev/oce/coordinator/api/wire"
 	"oce.dev/oce/coordinator/client"
 	"oce.dev/oce/coordinator/store"
+	"oce.dev/oce/internal/poll"
 	"oce.dev/oce/shared/codes"
 )
 
@@ -75,7 +76,7 @@ func TestLaggingMemberIsNotReady(t *testing.T) {
 	commit := behind()
 	c.heal()
 	sawNotReady := false
-	until(t, clusterWait, time.Millisecond, "the healed follower ready", func() bool {
+	poll.Until(t, func() bool {
 		ok, applied := c.readyz(follower)
 		if !ok {
 			sawNotReady = true
@@ -84,7 +85,7 @@ func TestLaggingMemberIsNotReady(t *testing.T) {
 		require.GreaterOrEqual(t, applied+store.ReadyMaxLag, commit,
 			"ready at applied index %d while the cluster had committed %d", applied, commit)
 		return true
-	})
+	}, clusterWait, time.Millisecond, "the healed follower ready")
 	require.True(t, sawNotReady)
 
 	// Restarted behind: the member replays its log before serving, and no
@@ -97,7 +98,7 @@ func TestLaggingMemberIsNotReady(t *testing.T) {
 	c.start(follower)
 	probe := c.probe(follower)
 	served := 0
-	until(t, clusterWait, time.Millisecond, "the restarted follower ready", func() bool {
+	poll.Until(t, func() bool {
 		for _, name := range []string{names[0], "late"} {
 			_, err := probe.Agent(ctx, workloadNS, name)
 			var ae *client.Error
@@ -113,21 +114,7 @@ func TestLaggingMemberIsNotReady(t *testing.T) {
 			return served > 0
 		}
 		return false
-	})
+	}, clusterWait, time.Millisecond, "the restarted follower ready")
 	t.Logf("restarted member: %d reads served before it was ready", served)
 	c.converged(c.Nodes)
-}
-
-// until runs cond in the test's own goroutine — so it may fail the test,
-// which a condition of require.Eventually cannot do without hanging it —
-// every tick until it holds; after d it fails the test naming what.
-func until(t testing.TB, d, tick time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(tick) // /readyz has no blocking form: poll it
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/gatewayd"
+	"oce.dev/oce/internal/poll"
 	"oce.dev/oce/occ"
 	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/logtest"
@@ -107,7 +108,7 @@ func TestGatewayImageBadKeyHeld(t *testing.T) {
 	c := startContainer(t, p, r.container)
 	spec, _ := p.Spec(r.container)
 	var out string
-	require.Eventually(t, func() bool {
+	poll.Until(t, func() bool {
 		o, code, err := c.Probe(ctx, spec.ReadinessProbe)
 		out = o
 		require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/state"
 	"oce.dev/oce/gatewayd"
+	"oce.dev/oce/internal/poll"
 	"oce.dev/oce/occ"
 	"oce.dev/oce/probe/fakeprovider"
 	"oce.dev/oce/shared/appserver"
@@ -207,7 +208,7 @@ func TestHarnessImageMissingRuntime(t *testing.T) {
 	p := podOf(t, r, r.claims(t), log, providerEnv(fp), "OCE_CODEX_BIN=/usr/local/bin/no-codex")
 	c := startContainer(t, p, r.container)
 	spec, _ := p.Spec(r.container)
-	require.Eventually(t, func() bool {
+	poll.Until(t, func() bool {
 		out, code, err := c.Probe(context.Background(), spec.ReadinessProbe)
 		require.NoError(t, err)
 		require.NotEqual(t, 0, code)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"oce.dev/oce/internal/poll"
 )
 
 func TestMain(m *testing.M) {
@@ -260,7 +262,7 @@ func TestEnterCommandSharesNamespaces(t *testing.T) {
 	hostNet, err := os.Readlink("/proc/self/ns/net")
 	require.NoError(t, err)
 	var holderNet string
-	require.Eventually(t, func() bool {
+	poll.Until(t, func() bool {
 		holderNet, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/net", holder.Process.Pid))
 		if err != nil || holderNet == hostNet {
 			return false

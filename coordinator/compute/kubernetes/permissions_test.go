@@ -19,6 +19,7 @@ import (
 
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/internal/poll"
 )
 
 // recorder notes every API access a client makes, cluster-wide and inside
@@ -197,7 +198,7 @@ func TestPermissionsAreExactlyWhatTheDriverCalls(t *testing.T) {
 	})
 	// once the caches show its containers running, the candidate is the
 	// API server's to judge, Events included
-	require.Eventually(t, func() bool {
+	poll.Until(t, func() bool {
 		_, err = d.ObserveRevision(ctx, rd)
 		require.NoError(t, err)
 		rec.mu.Lock()

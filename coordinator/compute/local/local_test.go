@@ -19,6 +19,7 @@ import (
 	"oce.dev/oce/coordinator/admission"
 	"oce.dev/oce/coordinator/compute"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/internal/poll"
 	"oce.dev/oce/shared/codes"
 	"oce.dev/oce/shared/contract"
 	"oce.dev/oce/shared/proc"
@@ -85,7 +86,7 @@ func dedicatedRev(id string, key string) state.Revision {
 func (f *fixture) waitReady(t *testing.T, rev state.Revision) {
 	t.Helper()
 	var last compute.Observation
-	require.Eventually(t, func() bool {
+	poll.Until(t, func() bool {
 		obs, err := f.d.ObserveRevision(t.Context(), rev)
 		require.NoError(t, err)
 		require.Empty(t, obs.HeldCode)
@@ -304,7 +305,7 @@ func TestHeldFailureIsReported(t *testing.T) {
 		t.Run(rev.Mode, func(t *testing.T) {
 			f := newFixture(t)
 			require.NoError(t, f.d.PrepareRevision(t.Context(), rev))
-			require.Eventually(t, func() bool {
+			poll.Until(t, func() bool {
 				obs, err := f.d.ObserveRevision(t.Context(), rev)
 				require.NoError(t, err)
 				require.False(t, obs.Ready)

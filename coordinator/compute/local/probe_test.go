@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"oce.dev/oce/coordinator/compute"
+	"oce.dev/oce/internal/poll"
 	"oce.dev/oce/shared/codes"
 	"oce.dev/oce/shared/proc"
 )
@@ -42,7 +43,7 @@ func TestReplacementProbesBeforeCutover(t *testing.T) {
 
 	require.NoError(t, f.d.PrepareRevision(ctx, r2))
 	require.NoError(t, f.d.PrepareRevision(ctx, r2), "prepare is idempotent")
-	require.Eventually(t, func() bool {
+	poll.Until(t, func() bool {
 		obs, err := f.d.ObserveRevision(ctx, r2)
 		require.NoError(t, err)
 		require.False(t, obs.Ready, "not ready before its probe passed")
@@ -55,7 +56,7 @@ func TestReplacementProbesBeforeCutover(t *testing.T) {
 	require.Equal(t, "gateway rev1", dialRoute(t, f.data, "agent1"), "the predecessor keeps serving")
 
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
-	require.Eventually(t, func() bool {
+	poll.Until(t, func() bool {
 		obs, err := f.d.ObserveRevision(ctx, r2)
 		require.NoError(t, err)
 		return obs.Ready && obs.Reason == ReasonStaged
@@ -89,7 +90,7 @@ func TestReplacementHeldBeforeCutover(t *testing.T) {
 
 	require.NoError(t, f.d.PrepareRevision(ctx, r2))
 	var obs compute.Observation
-	require.Eventually(t, func() bool {
+	poll.Until(t, func() bool {
 		var err error
 		obs, err = f.d.ObserveRevision(ctx, r2)
 		require.NoError(t, err)

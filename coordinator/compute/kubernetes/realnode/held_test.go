@@ -12,6 +12,7 @@ import (
 
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/internal/poll"
 	"oce.dev/oce/shared/codes"
 	"oce.dev/oce/shared/contract"
 )
@@ -48,7 +49,7 @@ func TestHeldFailureVisibleAndNeverRestarted(t *testing.T) {
 	started := pod.Status.ContainerStatuses[0].State.Running.StartedAt.Time
 
 	var obsAt time.Time
-	require.Eventually(t, func() bool {
+	poll.Until(t, func() bool {
 		obs, err := d.ObserveRevision(ctx, rev)
 		require.NoError(t, err)
 		require.False(t, obs.Ready)

@@ -12,6 +12,7 @@ import (
 
 	kdriver "oce.dev/oce/coordinator/compute/kubernetes"
 	"oce.dev/oce/coordinator/state"
+	"oce.dev/oce/internal/poll"
 	"oce.dev/oce/shared/contract"
 )
 
@@ -106,7 +107,7 @@ func runDedicated(t *testing.T, ctx context.Context, d *kdriver.Driver, rev stat
 	hdep := patchTemplate(t, dp, deploymentOf(t, dp, rev.AgentID, kdriver.RoleAgent), serve(contract.AppServerPort))
 	harness = readyPod(t, dp, metav1.FormatLabelSelector(hdep.Spec.Selector))
 	// The candidate Gateway comes once its Harness runs.
-	require.Eventually(t, func() bool {
+	poll.Until(t, func() bool {
 		require.NoError(t, d.PrepareRevision(ctx, rev))
 		l, err := cluster.Client.AppsV1().Deployments(gw).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
