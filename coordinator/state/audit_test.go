@@ -152,3 +152,70 @@ func TestRecordAuditBounded(t *testing.T) {
 	require.Equal(t, "FORBIDDEN", rec.Details["code"])
 	require.Equal(t, "ééé", cut("éééé", 7), "cut at a rune boundary")
 }
+
+// TestAuditQueryAsksVisibleOutsideTheLock: Visible may read the machine (a
+// permission check does) — under the machine's read lock that second read
+// lock deadlocks with a waiting writer (an apply), which froze a leader
+// whose audit was listed during activations. The batched scan returns what
+// one pass over the log would, in both orders, across batch boundaries.
+func TestAuditQueryAsksVisibleOutsideTheLock(t *testing.T) {
+	a := newClockFx(t)
+	nss := []string{"a", "b", ""}
+	const records = 3*auditBatch + 7
+	for i := range records {
+		a.must(CmdRecordAudit, RecordAudit{Action: fmt.Sprintf("act-%d", i%2), Resource: "r",
+			NamespaceID: nss[i%len(nss)], Outcome: OutcomeSuccess})
+	}
+	m := a.m
+	all := m.AuditQuery(AuditFilter{}, 0)
+	require.Len(t, all, records)
+	want := func(f AuditFilter, limit int, visible map[string]bool) []int64 {
+		var seqs []int64
+		for i := range all {
+			r := all[i]
+			if f.Newest {
+				r = all[len(all)-1-i]
+			}
+			if r.Seq <= f.After || (f.Before > 0 && r.Seq >= f.Before) || (f.Action != "" && r.Action != f.Action) || !visible[r.NamespaceID] {
+				continue
+			}
+			if limit > 0 && len(seqs) == limit {
+				break
+			}
+			seqs = append(seqs, r.Seq)
+		}
+		return seqs
+	}
+	visible := map[string]bool{"a": true, "": true}
+	for _, tc := range []struct {
+		name  string
+		f     AuditFilter
+		limit int
+	}{
+		{"all, oldest first", AuditFilter{}, 0},
+		{"all, newest first", AuditFilter{Newest: true}, 0},
+		{"a page across a batch boundary", AuditFilter{After: auditBatch - 3}, auditBatch + 10},
+		{"newest before a cursor", AuditFilter{Newest: true, Before: 2 * auditBatch}, 5},
+		{"one", AuditFilter{Action: "act-1"}, 1},
+		{"filtered, more than a batch", AuditFilter{Action: "act-0"}, 2 * auditBatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			f := tc.f
+			f.Visible = func(nsID string) bool {
+				calls++
+				// It may read the machine: a read here must not nest in the query's.
+				require.True(t, m.mu.TryLock(), "Visible called under the machine's lock")
+				m.mu.Unlock()
+				_, _ = m.Namespace(nsID)
+				return visible[nsID]
+			}
+			var got []int64
+			for _, r := range m.AuditQuery(f, tc.limit) {
+				got = append(got, r.Seq)
+			}
+			require.Equal(t, want(tc.f, tc.limit, visible), got)
+			require.Positive(t, calls)
+		})
+	}
+}

@@ -159,13 +159,53 @@ type AuditFilter struct {
 	Since       time.Time // Time >= Since
 	Until       time.Time // Time < Until
 	// Visible, when set, must accept a record's Namespace ID ("" for
-	// cluster-wide records) for it to be returned.
+	// cluster-wide records) for it to be returned. It is called without the
+	// machine's lock held, so it may read the machine (a permission check
+	// does): under the lock a second read lock would deadlock with a
+	// waiting writer.
 	Visible func(nsID string) bool
 }
 
+// auditBatch is the least a scan of AuditQuery copies under the lock: the
+// records it hands to Visible outside it.
+const auditBatch = 256
+
 // AuditQuery returns up to limit matching records in Seq order, or with
-// f.Newest the newest ones in reverse Seq order (limit <= 0 means all).
+// f.Newest the newest ones in reverse Seq order (limit <= 0 means all). It
+// scans under the lock in batches and asks f.Visible between them, outside
+// the lock; each batch resumes after the last record seen, so records
+// appended or pruned meanwhile are handled as a cursor would.
 func (m *Machine) AuditQuery(f AuditFilter, limit int) []AuditRecord {
+	out := []AuditRecord{}
+	for {
+		n := auditBatch
+		if limit > 0 {
+			n = max(n, limit-len(out))
+		}
+		batch, more := m.auditScan(f, n)
+		for _, r := range batch {
+			if f.Visible != nil && !f.Visible(r.NamespaceID) {
+				continue
+			}
+			out = append(out, r)
+			if limit > 0 && len(out) == limit {
+				return out
+			}
+		}
+		if !more {
+			return out
+		}
+		if last := batch[len(batch)-1].Seq; f.Newest {
+			f.Before = last
+		} else {
+			f.After = last
+		}
+	}
+}
+
+// auditScan copies up to n records matching f but for Visible, in f's
+// order; more reports whether it stopped at n.
+func (m *Machine) auditScan(f AuditFilter, n int) (batch []AuditRecord, more bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	bySeq := func(r AuditRecord, s int64) int { return cmp.Compare(r.Seq, s) }
@@ -178,21 +218,22 @@ func (m *Machine) AuditQuery(f AuditFilter, limit int) []AuditRecord {
 	if f.Newest {
 		i, step = hi-1, -1
 	}
-	out := []AuditRecord{}
-	for ; i >= lo && i < hi && (limit <= 0 || len(out) < limit); i += step {
+	for ; i >= lo && i < hi; i += step {
+		if len(batch) == n {
+			return batch, true
+		}
 		r := m.d.audit[i]
 		switch {
 		case f.Actor != "" && r.Actor != f.Actor,
 			f.NamespaceID != "" && r.NamespaceID != f.NamespaceID,
 			f.Action != "" && r.Action != f.Action,
 			!f.Since.IsZero() && r.Time.Before(f.Since),
-			!f.Until.IsZero() && !r.Time.Before(f.Until),
-			f.Visible != nil && !f.Visible(r.NamespaceID):
+			!f.Until.IsZero() && !r.Time.Before(f.Until):
 			continue
 		}
-		out = append(out, cloneAudit(r))
+		batch = append(batch, cloneAudit(r))
 	}
-	return out
+	return batch, false
 }
 
 // DigestWithoutAudit is Digest of the state with an empty audit log: equal
