@@ -5,12 +5,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"oce.dev/oce/shared/ocproto"
 	"oce.dev/oce/shared/octest"
@@ -245,10 +247,17 @@ func TestRealGatewayExplicitApprovalOfExpandedSurface(t *testing.T) {
 	_, err := op.NodeInvoke(ctx, h2.DeviceID(), "system.which", map[string]any{"bins": []string{"sh"}}, 10000)
 	require.Error(t, err)
 	require.NoError(t, op.NodePairApprove(ctx, pending.RequestID))
-	require.Eventually(t, func() bool {
+	var last error
+	invocable := func() bool {
 		res, err := op.NodeInvoke(ctx, h2.DeviceID(), "system.which", map[string]any{"bins": []string{"sh"}}, 10000)
-		return err == nil && res.OK
-	}, 60*time.Second, 500*time.Millisecond, "approved command never became invocable")
+		if last = err; err == nil && !res.OK {
+			last = fmt.Errorf("answered %+v", res)
+		}
+		return last == nil
+	}
+	if !assert.Eventually(t, invocable, 60*time.Second, 500*time.Millisecond) {
+		t.Fatalf("the approved command never became invocable; last: %v", last)
+	}
 }
 
 func TestRealGatewayRejectsForeignDeviceToken(t *testing.T) {
