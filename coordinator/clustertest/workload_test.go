@@ -204,25 +204,24 @@ func (c *cluster) awaitState(ctx context.Context, t testing.TB, n *node, unmet f
 	ctx, cancel := context.WithTimeout(ctx, clusterWait)
 	defer cancel()
 	cl := c.client(n)
+	why, lastErr := "no read answered", error(nil)
 	for {
 		s, at, err := c.readState(ctx, n)
-		why := ""
-		if err != nil {
-			why = "reading it: " + err.Error()
-		} else if why = unmet(s); why == "" {
-			return s
-		}
 		if err == nil {
+			if why = unmet(s); why == "" {
+				return s
+			}
 			_, err = cl.WaitIndex(ctx, at, stateChangeWait)
 		}
 		if err != nil && ctx.Err() == nil {
+			lastErr = err
 			select { // a refused read is retried at the pace of the polls
 			case <-ctx.Done():
 			case <-time.After(pollEvery):
 			}
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("%s's state did not get there within %s: %s", n.ID, clusterWait, why)
+			t.Fatalf("%s's state did not get there within %s: %s (last error: %v)", n.ID, clusterWait, why, lastErr)
 		}
 	}
 }
