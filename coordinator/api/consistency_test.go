@@ -154,7 +154,8 @@ func TestConsistentReadOnFollower(t *testing.T) {
 }
 
 // catchingUp is a follower whose state trails the leader's commit index by
-// one entry — an Agent the leader has — until WaitApplied lets it arrive.
+// one entry, which arrives when it waits for that index (WaitApplied) — an
+// Agent the leader has, or, on a busy member, one more entry each time.
 type catchingUp struct {
 	*apitest.Backend
 	arrive func()
@@ -313,19 +314,6 @@ func TestNewLeaderDecidesOnCurrentState(t *testing.T) {
 	}
 }
 
-// busy is a follower that always trails the leader by one entry: every
-// wait for the commit index it knows sees another entry arrive.
-type busy struct {
-	*apitest.Backend
-	arrive func()
-}
-
-func (b busy) LeaderCommit() (uint64, bool) { return b.M.Applied() + 1, true }
-func (b busy) WaitApplied(ctx context.Context, n uint64) (uint64, error) {
-	b.arrive()
-	return b.Backend.WaitApplied(ctx, n)
-}
-
 // TestBusyMemberAnswersNotFound: on a member whose state keeps moving, a
 // name that does not exist is still NOT_FOUND (once the state has reached
 // the commit index known after the miss), not NOT_READY retried for ever.
@@ -337,7 +325,7 @@ func TestBusyMemberAnswersNotFound(t *testing.T) {
 	e.seed()
 	n := 0
 	srv := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()},
-		busy{Backend: b, arrive: func() {
+		catchingUp{Backend: b, arrive: func() {
 			n++
 			e.expect(201, "POST", "/v1/namespaces", map[string]any{"name": "other-" + strconv.Itoa(n)})
 		}}))
