@@ -93,12 +93,7 @@ func (s *server) credentialFor(r *http.Request, act iam.Action) (state.Namespace
 		}
 		return m.CredentialSourceByName(ns.ID, ref)
 	}
-	var c state.CredentialSource
-	ok, behind := s.lookup(r.Context(), func() bool {
-		var found bool
-		c, found = find()
-		return found
-	})
+	c, ok, behind := lookupValue(r.Context(), s, find)
 	name := ref
 	if ok {
 		name = c.Name

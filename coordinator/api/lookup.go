@@ -76,15 +76,20 @@ func (s *server) missing(nf *Error, behind string) error {
 	return notReady(behind+" ("+nf.Message+")", pos)
 }
 
-// resolve looks a reference up with find (an id, else a name, in its
-// scope) and answers a miss with nf's error (missing).
-func resolve[T any](ctx context.Context, s *server, find func() (T, bool), nf func() *Error) (T, error) {
-	var v T
-	ok, behind := s.lookup(ctx, func() bool {
+// lookupValue is lookup of a find that answers the value it found.
+func lookupValue[T any](ctx context.Context, s *server, find func() (T, bool)) (v T, ok bool, behind string) {
+	ok, behind = s.lookup(ctx, func() bool {
 		var found bool
 		v, found = find()
 		return found
 	})
+	return v, ok, behind
+}
+
+// resolve looks a reference up with find (an id, else a name, in its
+// scope) and answers a miss with nf's error (missing).
+func resolve[T any](ctx context.Context, s *server, find func() (T, bool), nf func() *Error) (T, error) {
+	v, ok, behind := lookupValue(ctx, s, find)
 	if ok {
 		return v, nil
 	}
