@@ -287,23 +287,18 @@ func TestNewLeaderDecidesOnCurrentState(t *testing.T) {
 		{"a write on a leader never current", "POST", "/v1/namespaces/team/agents/bot/deploy", false, 503},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := apitest.New()
-			plain := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()}, b))
-			t.Cleanup(plain.Close)
-			e := &env{t: t, b: b, srv: plain}
-			e.seed()
+			e := seededEnv(t)
+			b := e.b
 			arrived := 0
-			srv := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()},
-				newLeader{Backend: b, current: tc.current, arrive: func() {
-					if arrived == 0 {
-						arrived++
-						e.expect(201, "POST", "/v1/namespaces/team/agents", map[string]any{"name": "late", "configuration": "cfg",
-							"harnessAuth": map[string]any{"method": "api_key", "credentialKind": "secret", "sourceRef": "secret://team/anthropic#key"}})
-					}
-				}}))
-			t.Cleanup(srv.Close)
+			leader := e.through(newLeader{Backend: b, current: tc.current, arrive: func() {
+				if arrived == 0 {
+					arrived++
+					e.expect(201, "POST", "/v1/namespaces/team/agents", map[string]any{"name": "late", "configuration": "cfg",
+						"harnessAuth": map[string]any{"method": "api_key", "credentialKind": "secret", "sourceRef": "secret://team/anthropic#key"}})
+				}
+			}})
 			before := b.M.Applied()
-			r := (&env{t: t, b: b, srv: srv}).send(tc.method, tc.path, nil, nil)
+			r := leader.send(tc.method, tc.path, nil, nil)
 			require.Equal(t, tc.status, r.status, "%s", r.body)
 			if tc.status == 503 {
 				require.Equal(t, "NOT_READY", r.errCode(t))
@@ -318,20 +313,31 @@ func TestNewLeaderDecidesOnCurrentState(t *testing.T) {
 // name that does not exist is still NOT_FOUND (once the state has reached
 // the commit index known after the miss), not NOT_READY retried for ever.
 func TestBusyMemberAnswersNotFound(t *testing.T) {
-	b := apitest.New()
-	plain := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()}, b))
-	t.Cleanup(plain.Close)
-	e := &env{t: t, b: b, srv: plain}
-	e.seed()
+	e := seededEnv(t)
 	n := 0
-	srv := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()},
-		catchingUp{Backend: b, arrive: func() {
-			n++
-			e.expect(201, "POST", "/v1/namespaces", map[string]any{"name": "other-" + strconv.Itoa(n)})
-		}}))
-	t.Cleanup(srv.Close)
-	r := (&env{t: t, b: b, srv: srv}).send("GET", "/v1/namespaces/team/agents/nobody", nil, nil)
+	r := e.through(catchingUp{Backend: e.b, arrive: func() {
+		n++
+		e.expect(201, "POST", "/v1/namespaces", map[string]any{"name": "other-" + strconv.Itoa(n)})
+	}}).send("GET", "/v1/namespaces/team/agents/nobody", nil, nil)
 	require.Equal(t, 404, r.status, "%s", r.body)
 	require.Equal(t, "NOT_FOUND", r.errCode(t))
 	require.Positive(t, n, "the member waited for the commit index it knew")
+}
+
+// seededEnv is an env over a fresh backend, seeded through a plain API.
+func seededEnv(t *testing.T) *env {
+	b := apitest.New()
+	srv := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()}, b))
+	t.Cleanup(srv.Close)
+	e := &env{t: t, b: b, srv: srv}
+	e.seed()
+	return e
+}
+
+// through is an env whose API serves e's state through view (a member in a
+// given position: catching up, newly elected…).
+func (e *env) through(view api.Backend) *env {
+	srv := httptest.NewServer(api.New(api.Config{Token: testToken, Metrics: prometheus.NewRegistry()}, view))
+	e.t.Cleanup(srv.Close)
+	return &env{t: e.t, b: e.b, srv: srv}
 }
