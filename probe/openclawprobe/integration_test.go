@@ -183,17 +183,41 @@ func TestRealAuthenticationFailed(t *testing.T) {
 	requireClean(t, r)
 }
 
-// A provider that answers 500: openclaw 2026.9.6 retries server errors
-// with backoff for up to 90 s (8 retries) before its probe reports status
-// "unknown", so at one core the 65 s cap ends it first:
-// MODEL_PROBE_TIMEOUT (the CPU counter stays put, so not CPU-starved).
+// OpenClaw 2026.9.6's embedded runner retries a failed model call itself
+// (failover-retry-controller.ts): at most 8 retries of a server error, 9 of a
+// rate limit, each after a jittered delay of 0.5–1.5 × 1, 2, 4, 8, 16, 30, 30…
+// seconds (at most 30 s), and a server error only while the delay fits a
+// 90 s window from the first failure. So it cannot give up on a 500 sooner
+// than 60 s after its first request (until then the window holds any delay,
+// and the 8 smallest delays sum to 60.5 s), nor on a 429 with Retry-After: 1
+// sooner than 76 s (9 delays of at least max(jitter, 1 s); no window). Later
+// it may stop on its own (docs/protocol-openclaw-probe.md), so these tests
+// choose caps that end the probe first whatever the jitter draws.
+
+// A provider that answers 500: under a 40 s cap the cap ends the CLI's
+// retries: MODEL_PROBE_TIMEOUT (the CPU counter stays put, so not
+// CPU-starved). At the seed's 65 s the CLI's own end (status rate_limit,
+// the fake's "high demand" message being an overload) can come first.
 func TestRealServerError(t *testing.T) {
 	r := realSetup(t, "openai-completions", fakeprovider.Fault500)
+	r.opts.Cap = 40 * time.Second
+	res := Run(context.Background(), r.opts)
+	require.Equal(t, codes.ModelProbeTimeout, res.Code, "cause %+v err %v", res.Cause, res.Err)
+	require.GreaterOrEqual(t, res.Elapsed, r.opts.Cap)
+	require.GreaterOrEqual(t, r.srv.Requests(), int64(2), "the CLI retried the 500")
+	requireClean(t, r)
+}
+
+// The seed's cap, hit: a provider that answers 429 on every request keeps
+// the CLI retrying past 65 s, so the cap for one core ends it:
+// MODEL_PROBE_TIMEOUT after at least 65 s.
+func TestRealRateLimitedUntilProductionCap(t *testing.T) {
+	r := realSetup(t, "openai-completions", fakeprovider.Fault429)
 	res := Run(context.Background(), r.opts)
 	require.Equal(t, codes.ModelProbeTimeout, res.Code, "cause %+v err %v", res.Cause, res.Err)
 	require.Equal(t, 65*time.Second, res.Cap)
 	require.GreaterOrEqual(t, res.Elapsed, 65*time.Second)
-	require.GreaterOrEqual(t, r.srv.Requests(), int64(2), "the CLI retried the 500")
+	require.GreaterOrEqual(t, r.srv.Requests(), int64(2), "the CLI retried the 429")
 	requireClean(t, r)
 }
 
