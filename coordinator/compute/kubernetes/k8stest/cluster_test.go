@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"oce.dev/oce/internal/poll"
 )
 
 // podbinPod is a Pod of two podbin containers: "web" with an exec
@@ -185,15 +188,23 @@ func TestClusterRunsRealPods(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
 	// The Pod's processes, from its cgroup: the sandbox and the two
-	// containers, each with its resident memory.
-	procs, err := c.PodProcesses(pod.UID)
-	require.NoError(t, err)
-	names := map[string]int{}
+	// containers, each with its resident memory. The web container's exec
+	// probe runs a short-lived process in the same cgroup every second (seen
+	// mid-exec as "/", or as a zombie without RSS), so wait for a reading
+	// between probes: a lasting extra process never gives one.
+	var procs []Process
+	poll.Until(t, func() bool {
+		procs, err = c.PodProcesses(pod.UID)
+		require.NoError(t, err)
+		names := map[string]int{}
+		for _, p := range procs {
+			names[p.Name]++
+		}
+		return maps.Equal(names, map[string]int{"podbin": 3})
+	}, 30*time.Second, 50*time.Millisecond, "pause (podbin), web and side; last: %+v", &procs)
 	for _, p := range procs {
-		names[p.Name]++
 		require.Positive(t, p.RSS, "%+v", p)
 	}
-	require.Equal(t, map[string]int{"podbin": 3}, names, "pause (podbin), web and side: %+v", procs)
 	_, err = c.PodProcesses("no-such-pod")
 	require.ErrorIs(t, err, ErrNoPod)
 
