@@ -194,31 +194,32 @@ func TestRealAuthenticationFailed(t *testing.T) {
 // it may stop on its own (docs/protocol-openclaw-probe.md), so these tests
 // choose caps that end the probe first whatever the jitter draws.
 
-// A provider that answers 500: under a 40 s cap the cap ends the CLI's
-// retries: MODEL_PROBE_TIMEOUT (the CPU counter stays put, so not
-// CPU-starved). At the seed's 65 s the CLI's own end (status rate_limit,
-// the fake's "high demand" message being an overload) can come first.
-func TestRealServerError(t *testing.T) {
-	r := realSetup(t, "openai-completions", fakeprovider.Fault500)
-	r.opts.Cap = 40 * time.Second
-	res := Run(context.Background(), r.opts)
-	require.Equal(t, codes.ModelProbeTimeout, res.Code, "cause %+v err %v", res.Cause, res.Err)
-	require.GreaterOrEqual(t, res.Elapsed, r.opts.Cap)
-	require.GreaterOrEqual(t, r.srv.Requests(), int64(2), "the CLI retried the 500")
-	requireClean(t, r)
-}
-
-// The seed's cap, hit: a provider that answers 429 on every request keeps
-// the CLI retrying past 65 s, so the cap for one core ends it:
-// MODEL_PROBE_TIMEOUT after at least 65 s.
-func TestRealRateLimitedUntilProductionCap(t *testing.T) {
-	r := realSetup(t, "openai-completions", fakeprovider.Fault429)
-	res := Run(context.Background(), r.opts)
-	require.Equal(t, codes.ModelProbeTimeout, res.Code, "cause %+v err %v", res.Cause, res.Err)
-	require.Equal(t, 65*time.Second, res.Cap)
-	require.GreaterOrEqual(t, res.Elapsed, 65*time.Second)
-	require.GreaterOrEqual(t, r.srv.Requests(), int64(2), "the CLI retried the 429")
-	requireClean(t, r)
+// A provider that always fails, under caps that end the CLI's retries:
+// MODEL_PROBE_TIMEOUT (the CPU counter stays put, so not CPU-starved).
+//   - 500 under an injected 40 s cap. At the seed's 65 s the CLI's own end
+//     (status rate_limit, the fake's "high demand" message being an
+//     overload) can come first.
+//   - 429 under the seed's cap for one core, 65 s: hit, not only computed.
+func TestRealRetriesEndAtTheCap(t *testing.T) {
+	for _, tc := range []struct {
+		fault   fakeprovider.Fault
+		inject  time.Duration // 0: the production cap
+		wantCap time.Duration
+	}{
+		{fakeprovider.Fault500, 40 * time.Second, 40 * time.Second},
+		{fakeprovider.Fault429, 0, 65 * time.Second},
+	} {
+		t.Run(string(tc.fault), func(t *testing.T) {
+			r := realSetup(t, "openai-completions", tc.fault)
+			r.opts.Cap = tc.inject
+			res := Run(context.Background(), r.opts)
+			require.Equal(t, codes.ModelProbeTimeout, res.Code, "cause %+v err %v", res.Cause, res.Err)
+			require.Equal(t, tc.wantCap, res.Cap)
+			require.GreaterOrEqual(t, res.Elapsed, tc.wantCap)
+			require.GreaterOrEqual(t, r.srv.Requests(), int64(2), "the CLI retried the %s", tc.fault)
+			requireClean(t, r)
+		})
+	}
 }
 
 // A provider that streams too slowly (one delta a second, 120 deltas) ends
