@@ -42,6 +42,8 @@ type Config struct {
 	ChallengeTimeout time.Duration
 	BackoffMin       time.Duration
 	BackoffMax       time.Duration
+	// PairingCheck overrides PairingCheckInterval (tests).
+	PairingCheck time.Duration
 }
 
 // Host is a running node host.
@@ -60,10 +62,16 @@ type Host struct {
 	// connection (tests observe invokes through it).
 	onResult func(map[string]any)
 
+	// pairingKick wakes the pairing watch of the live connection when the
+	// gateway reports a resolved pairing for this node.
+	pairingKick chan struct{}
+
 	mu      sync.Mutex
 	conn    *ocproto.Conn
 	invokes map[string]context.CancelFunc
 	hellos  int
+	// pairingChecks counts the pairing watch's answered checks (tests).
+	pairingChecks int
 }
 
 // New validates cfg and prepares the state directory and identity.
@@ -102,7 +110,8 @@ func New(cfg Config) (*Host, error) {
 		}
 	}
 	h := &Host{cfg: cfg, log: log, policy: policy, state: state{dir: stateDir}, invokes: map[string]context.CancelFunc{},
-		baseEnv: sanitizedEnv(os.Environ()), fileSlots: make(chan struct{}, MaxConcurrentFileOps)}
+		baseEnv: sanitizedEnv(os.Environ()), fileSlots: make(chan struct{}, MaxConcurrentFileOps),
+		pairingKick: make(chan struct{}, 1)}
 	if err := h.state.ensure(); err != nil {
 		return nil, err
 	}
@@ -250,8 +259,12 @@ func (h *Host) Run(ctx context.Context) error {
 		h.mu.Unlock()
 		h.log.Info("connected to gateway", "authMethod", hello.Auth.Method, "protocol", hello.Protocol)
 		h.announce(ctx, conn)
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		go pairingWatch{interval: cmp.Or(h.cfg.PairingCheck, PairingCheckInterval), confirm: pairingConfirmDelay,
+			kick: h.pairingKick, reconnect: func() { _ = conn.Close() }}.run(watchCtx, h, conn)
 		select {
 		case <-ctx.Done():
+			stopWatch()
 			conn.Close()
 			if h.workers != nil {
 				stopCtx, cancel := context.WithTimeout(context.Background(), WorkerStopBudget+time.Second)
@@ -262,6 +275,7 @@ func (h *Host) Run(ctx context.Context) error {
 		case <-conn.Done():
 			h.log.Warn("gateway connection ended; reconnecting", "reason", errString(conn.Err()))
 		}
+		stopWatch()
 		h.mu.Lock()
 		h.conn = nil
 		h.mu.Unlock()
@@ -364,6 +378,13 @@ type invokeRequest struct {
 
 func (h *Host) onEvent(ev ocproto.Event) {
 	switch ev.Event {
+	case "node.pair.resolved":
+		// as the real node host does: re-publish, which also tells whether
+		// the approval reached this session
+		select {
+		case h.pairingKick <- struct{}{}:
+		default:
+		}
 	case "node.invoke.request":
 		var req invokeRequest
 		if err := json.Unmarshal(ev.Payload, &req); err != nil || req.ID == "" {

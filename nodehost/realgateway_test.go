@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"oce.dev/oce/shared/logtest"
 	"oce.dev/oce/shared/ocproto"
 	"oce.dev/oce/shared/octest"
 )
@@ -171,12 +173,25 @@ func TestRealGatewayEnrollServeReconnect(t *testing.T) {
 	require.Error(t, err)
 	stopHost(t, stop, done)
 
-	// restart with the device token alone (no enrollment file any more)
-	h2, stop2, done2 := runHost(t, Config{StateDir: gwNode, Workspace: gwWS, DisplayName: "it-node"})
+	// restart with the device token alone (no enrollment file any more);
+	// pairing checks every 100 ms (production: PairingCheckInterval) are
+	// answered and keep the one session
+	var h2Log logtest.Buffer
+	h2, stop2, done2 := runHost(t, Config{StateDir: gwNode, Workspace: gwWS, DisplayName: "it-node", PairingCheck: 100 * time.Millisecond,
+		Log: slog.New(slog.NewJSONHandler(&h2Log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.Equal(t, h.DeviceID(), h2.DeviceID())
 	waitHost(t, ctx, op, h2)
 	which = invoke(t, ctx, op, h2.DeviceID(), "system.which", map[string]any{"bins": []string{"sh"}})
 	require.Contains(t, which["bins"], "sh")
+	require.Eventually(t, func() bool {
+		h2.mu.Lock()
+		defer h2.mu.Unlock()
+		return h2.pairingChecks >= 10
+	}, 30*time.Second, 50*time.Millisecond)
+	h2.mu.Lock()
+	hellos := h2.hellos
+	h2.mu.Unlock()
+	require.Equal(t, 1, hellos, "a current session was dropped:\n%s", h2Log.String())
 	stopHost(t, stop2, done2)
 
 	// worker slots reach the gateway through node.runnerInventory.update
@@ -225,7 +240,8 @@ func TestRealGatewayExplicitApprovalOfExpandedSurface(t *testing.T) {
 	require.NotContains(t, n.Commands, "system.run")
 	stopHost(t, stop, done)
 
-	h2, stop2, done2 := runHost(t, Config{StateDir: state, Workspace: ws})
+	var hostLog logtest.Buffer
+	h2, stop2, done2 := runHost(t, Config{StateDir: state, Workspace: ws, Log: slog.New(slog.NewJSONHandler(&hostLog, nil))})
 	defer stopHost(t, stop2, done2)
 	waitHost(t, ctx, op, h2)
 	var pending ocproto.PendingNode
@@ -256,8 +272,12 @@ func TestRealGatewayExplicitApprovalOfExpandedSurface(t *testing.T) {
 		return last == nil
 	}
 	if !assert.Eventually(t, invocable, 60*time.Second, 500*time.Millisecond) {
-		t.Fatalf("the approved command never became invocable; last: %v", last)
+		gwLog, _ := os.ReadFile(g.LogPath)
+		gwLog = gwLog[max(0, len(gwLog)-32<<10):]
+		t.Fatalf("the approved command never became invocable; last: %v\nnode host log:\n%s\ngateway log (tail):\n%s", last, hostLog.String(), gwLog)
 	}
+	// whether the approval reached the live session or the node reconnected
+	t.Logf("node host log:\n%s", hostLog.String())
 }
 
 func TestRealGatewayRejectsForeignDeviceToken(t *testing.T) {
