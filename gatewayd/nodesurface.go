@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"oce.dev/oce/shared/ocproto"
 )
@@ -28,6 +29,43 @@ var errSurfaceRefused = errors.New("gatewayd: the pinned node's pending surface 
 func surfacePending(err error) bool {
 	var e *ocproto.Error
 	return errors.As(err, &e) && strings.Contains(e.Message, "pending approval")
+}
+
+// After an approval the gateway cannot apply to the node's live session, it
+// routes nothing to the node (node.invoke answers NOT_CONNECTED) until the
+// node reconnects, which nodehost does within one pairing check
+// (nodehost.PairingCheckInterval, 10 s) plus its reconnect backoff. The
+// invoke right after an approval is retried that long.
+const (
+	surfaceReconnectWait = 15 * time.Second
+	surfaceReconnectPoll = 500 * time.Millisecond
+)
+
+// nodeNotConnected reports the gateway's "node not connected": the command
+// was never dispatched, so asking again cannot do the work twice.
+func nodeNotConnected(err error) bool {
+	var e *ocproto.Error
+	return errors.As(err, &e) && (e.DetailsCode == "NOT_CONNECTED" || e.Message == "node not connected")
+}
+
+// afterApproval calls call until it answers anything but NOT_CONNECTED, or
+// surfaceReconnectWait (or ctx) ends.
+func afterApproval(ctx context.Context, call func() (json.RawMessage, error)) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, surfaceReconnectWait)
+	defer cancel()
+	t := time.NewTicker(surfaceReconnectPoll)
+	defer t.Stop()
+	for {
+		raw, err := call()
+		if !nodeNotConnected(err) {
+			return raw, err
+		}
+		select {
+		case <-ctx.Done():
+			return raw, err
+		case <-t.C:
+		}
+	}
 }
 
 // approvePinnedSurface approves the pinned node's pending command-surface

@@ -171,11 +171,12 @@ func (n nodeWorkspace) invoke(ctx context.Context, c rpc, command string, params
 	raw, err := call()
 	if err != nil && surfacePending(err) {
 		// the pinned node declared more than its enrollment approved:
-		// approve it if it is oce's surface, then try once more
+		// approve it if it is oce's surface, then try again (until the
+		// node holds the approved surface)
 		if ok, aerr := approvePinnedSurface(ctx, c, n.nodeID); aerr != nil {
 			return nil, unavailable("node surface approval: %v", aerr)
 		} else if ok {
-			raw, err = call()
+			raw, err = afterApproval(ctx, call)
 		}
 	}
 	if err != nil {

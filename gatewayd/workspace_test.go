@@ -36,7 +36,11 @@ type fakeGateway struct {
 	// pending is a node surface request awaiting approval: node.invoke is
 	// refused as the real gateway refuses it until node.pair.approve
 	pending []ocproto.PendingNode
-	done    chan struct{}
+	// offAfterApproval node.invoke calls after an approval answer "node not
+	// connected", as the real gateway does until a node whose live session
+	// the approval missed reconnects
+	offAfterApproval int
+	done             chan struct{}
 }
 
 func newFakeGateway() *fakeGateway {
@@ -86,6 +90,7 @@ func (f *fakeGateway) RequestRaw(_ context.Context, method string, params any) (
 		for i, pn := range f.pending {
 			if pn.RequestID == p["requestId"] {
 				f.pending = slices.Delete(f.pending, i, i+1)
+				f.nodeOff = f.offAfterApproval > 0
 				return json.Marshal(map[string]any{"ok": true})
 			}
 		}
@@ -96,6 +101,11 @@ func (f *fakeGateway) RequestRaw(_ context.Context, method string, params any) (
 				"the node's declared command surface is pending approval; run `openclaw nodes pending`"}
 		}
 		if f.nodeOff {
+			if f.offAfterApproval > 0 {
+				if f.offAfterApproval--; f.offAfterApproval == 0 {
+					f.nodeOff = false
+				}
+			}
 			return nil, &ocproto.Error{Method: method, Code: "UNAVAILABLE", Message: "node not connected"}
 		}
 		np := p["params"].(map[string]any)
@@ -318,12 +328,17 @@ func TestPinnedSurfaceApproval(t *testing.T) {
 		commands []string
 		want     int
 		approved bool
+		// node.invoke answers NOT_CONNECTED this many times after the
+		// approval (the approval missed the live session; the node reconnects)
+		offAfterApproval int
 	}{
-		{"oce surface", []string{"file.write", "file.fetch", "dir.list", "system.run"}, http.StatusOK, true},
-		{"foreign command", []string{"file.write", "camera.snap"}, http.StatusServiceUnavailable, false},
+		{"oce surface", []string{"file.write", "file.fetch", "dir.list", "system.run"}, http.StatusOK, true, 0},
+		{"oce surface, node reconnects", []string{"file.write", "system.run"}, http.StatusOK, true, 2},
+		{"foreign command", []string{"file.write", "camera.snap"}, http.StatusServiceUnavailable, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fg := newFakeGateway()
+			fg.offAfterApproval = tc.offAfterApproval
 			fg.pending = []ocproto.PendingNode{{RequestID: "other", NodeID: "someone-else", Commands: []string{"x.y"}},
 				{RequestID: "req-1", NodeID: "dev1", Commands: tc.commands}}
 			srv := workspaceServer(t, contract.DedicatedCodex, "dev1", fg)
@@ -340,6 +355,7 @@ func TestPinnedSurfaceApproval(t *testing.T) {
 			}
 			if tc.approved {
 				require.Equal(t, "# new\n", fg.files["AGENTS.md"])
+				require.Zero(t, fg.offAfterApproval, "every NOT_CONNECTED answer was met with a retry")
 				require.Equal(t, []string{"other"}, ids, "only the pinned node's request is approved")
 			} else {
 				require.Equal(t, "# agents\n", fg.files["AGENTS.md"], "nothing written")
