@@ -320,11 +320,15 @@ func (h *Host) Connected() bool {
 // announce sends the start-up requests the real node host sends; failures
 // (e.g. an unapproved surface) are logged, not fatal.
 func (h *Host) announce(ctx context.Context, conn *ocproto.Conn) {
-	go func() {
-		rctx, cancel := context.WithTimeout(ctx, ocproto.DefaultRequestTimeout)
-		defer cancel()
-		_ = conn.Request(rctx, "node.runnerInventory.update", h.inventory(), nil)
-	}()
+	go func() { _ = h.publishInventory(ctx, conn) }()
+}
+
+// publishInventory sends node.runnerInventory.update: at start-up, when
+// worker capacity changes, and as the pairing watch's check.
+func (h *Host) publishInventory(ctx context.Context, conn requester) error {
+	rctx, cancel := context.WithTimeout(ctx, ocproto.DefaultRequestTimeout)
+	defer cancel()
+	return conn.Request(rctx, "node.runnerInventory.update", h.inventory(), nil)
 }
 
 func (h *Host) inventory() map[string]any {
@@ -341,11 +345,7 @@ func (h *Host) inventoryChanged() {
 	conn := h.conn
 	h.mu.Unlock()
 	if conn != nil {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), ocproto.DefaultRequestTimeout)
-			defer cancel()
-			_ = conn.Request(ctx, "node.runnerInventory.update", h.inventory(), nil)
-		}()
+		go func() { _ = h.publishInventory(context.Background(), conn) }()
 	}
 }
 

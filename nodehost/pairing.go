@@ -84,20 +84,27 @@ func (w pairingWatch) run(ctx context.Context, h *Host, conn requester) {
 		case <-wait:
 		case <-w.kick:
 		}
-		rctx, cancel := context.WithTimeout(ctx, ocproto.DefaultRequestTimeout)
-		err := conn.Request(rctx, "node.runnerInventory.update", h.inventory(), nil)
-		cancel()
+		err := h.publishInventory(ctx, conn)
 		h.mu.Lock()
 		h.pairingChecks++
 		h.mu.Unlock()
+		wasStale := stale
+		stale = sessionStale(err)
 		switch {
-		case sessionStale(err) && stale:
+		case stale && wasStale:
 			h.log.Warn("gateway no longer holds this session as current; reconnecting", "error", err.Error())
 			w.reconnect()
 			return
 		case err != nil:
 			h.log.Debug("pairing check failed", "error", err.Error())
 		}
-		stale = sessionStale(err)
 	}
+}
+
+// pairingCounts reports the connections made and pairing checks answered
+// (tests).
+func (h *Host) pairingCounts() (hellos, checks int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.hellos, h.pairingChecks
 }

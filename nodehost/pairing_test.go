@@ -91,7 +91,8 @@ func TestWatchPairingReconnectsOnlyWhenStale(t *testing.T) {
 	}
 	<-done
 	require.Len(t, reconnects, 1)
-	require.Equal(t, 7, h.pairingChecks)
+	_, checks := h.pairingCounts()
+	require.Equal(t, 7, checks)
 }
 
 // Without kicks, the interval drives the checks; ending ctx ends the watch

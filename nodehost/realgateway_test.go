@@ -183,14 +183,8 @@ func TestRealGatewayEnrollServeReconnect(t *testing.T) {
 	waitHost(t, ctx, op, h2)
 	which = invoke(t, ctx, op, h2.DeviceID(), "system.which", map[string]any{"bins": []string{"sh"}})
 	require.Contains(t, which["bins"], "sh")
-	require.Eventually(t, func() bool {
-		h2.mu.Lock()
-		defer h2.mu.Unlock()
-		return h2.pairingChecks >= 10
-	}, 30*time.Second, 50*time.Millisecond)
-	h2.mu.Lock()
-	hellos := h2.hellos
-	h2.mu.Unlock()
+	require.Eventually(t, func() bool { _, checks := h2.pairingCounts(); return checks >= 10 }, 30*time.Second, 50*time.Millisecond)
+	hellos, _ := h2.pairingCounts()
 	require.Equal(t, 1, hellos, "a current session was dropped:\n%s", h2Log.String())
 	stopHost(t, stop2, done2)
 
