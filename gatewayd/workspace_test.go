@@ -90,7 +90,6 @@ func (f *fakeGateway) RequestRaw(_ context.Context, method string, params any) (
 		for i, pn := range f.pending {
 			if pn.RequestID == p["requestId"] {
 				f.pending = slices.Delete(f.pending, i, i+1)
-				f.nodeOff = f.offAfterApproval > 0
 				return json.Marshal(map[string]any{"ok": true})
 			}
 		}
@@ -100,12 +99,11 @@ func (f *fakeGateway) RequestRaw(_ context.Context, method string, params any) (
 			return nil, &ocproto.Error{Method: method, Code: "INVALID_REQUEST", Message: "node command not allowed: " +
 				"the node's declared command surface is pending approval; run `openclaw nodes pending`"}
 		}
-		if f.nodeOff {
-			if f.offAfterApproval > 0 {
-				if f.offAfterApproval--; f.offAfterApproval == 0 {
-					f.nodeOff = false
-				}
-			}
+		reconnecting := f.offAfterApproval > 0 && slices.Contains(f.calls, "node.pair.approve")
+		if reconnecting {
+			f.offAfterApproval--
+		}
+		if f.nodeOff || reconnecting {
 			return nil, &ocproto.Error{Method: method, Code: "UNAVAILABLE", Message: "node not connected"}
 		}
 		np := p["params"].(map[string]any)
